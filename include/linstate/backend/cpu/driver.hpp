@@ -1,0 +1,140 @@
+// linstate/backend/cpu/driver.hpp — splits a forward call into (sequence, value head) tasks, builds
+// each partition's token stream, and runs them on OpenMP threads.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "../../algorithm.hpp"
+#include "../../backend/tags.hpp"
+#include "../../detail/problem.hpp"
+#include "kernels.hpp"
+
+namespace linstate::cpu_detail {
+
+//! Token streams of the routed partitions, one per (sequence, partition), built once per call.
+struct routed_streams {
+  std::vector<index_t> token;
+  std::vector<float> cw, cr;
+  std::vector<std::uint8_t> flags;
+  std::vector<index_t> begin;  // [S*N+1] offsets into the arrays above
+
+  stream get(index_t s, index_t n, index_t N) const {
+    const std::size_t i = static_cast<std::size_t>(s * N + n);
+    const index_t b = begin[i], e = begin[i + 1];
+    return {e - b, token.data() + b, cw.data() + b, cr.data() + b, flags.data() + b};
+  }
+};
+
+//! mask: every token of the sequence (unselected ones with write = read = 0);
+//! varlen: only the tokens that write or read the partition, in time order.
+inline void build_routed_streams(const problem& pb, const detail::routing& rt, bool gather, routed_streams& rs) {
+  const index_t N = pb.N;
+  rs.begin.assign(static_cast<std::size_t>(pb.S * N + 1), 0);
+  rs.token.clear(), rs.cw.clear(), rs.cr.clear(), rs.flags.clear();
+  for (index_t s = 0; s < pb.S; ++s)
+    for (index_t n = 0; n < N; ++n) {
+      for (index_t t = pb.seq[static_cast<std::size_t>(s)]; t < pb.seq[static_cast<std::size_t>(s + 1)]; ++t) {
+        const std::size_t i = static_cast<std::size_t>(t * N + n);
+        if (gather && rt.flags[i] == 0) continue;
+        rs.token.push_back(t), rs.cw.push_back(rt.cw[i]), rs.cr.push_back(rt.cr[i]), rs.flags.push_back(rt.flags[i]);
+      }
+      rs.begin[static_cast<std::size_t>(s * N + n + 1)] = static_cast<index_t>(rs.token.size());
+    }
+}
+
+template <class Algorithm>
+constexpr index_t chunk_size_of() {
+  if constexpr (requires { Algorithm::chunk_size; }) return Algorithm::chunk_size;
+  else return 0;
+}
+
+inline int thread_count(const cpu& be) {
+#if LINSTATE_HAS_OPENMP
+  return be.threads > 0 ? be.threads : omp_get_max_threads();
+#else
+  (void)be;
+  return 1;
+#endif
+}
+
+//! Runs the forward pass with the state updated in place ([S,P,HV,K,V] fp32) and o written.
+//! `Chunk` = 0 selects the recurrent kernel.
+template <decay_kind D, class Scalar>
+void run(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* state, Scalar* o, index_t chunk,
+         bool gather) {
+  const index_t S = pb.S, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P, N = pb.N;
+  detail::routing rt;
+  routed_streams rs;
+  const bool routed = pb.router == detail::router_kind::top_k;
+  if (routed) {
+    detail::compute_routing(pb, in.router_logits, rt);
+    build_routed_streams(pb, rt, gather, rs);
+  }
+  std::vector<index_t> all_tokens(static_cast<std::size_t>(pb.tokens()));
+  std::iota(all_tokens.begin(), all_tokens.end(), index_t{0});
+
+  const source<Scalar> main_src{in.q.data, in.k.data, in.g.data, in.beta.data, in.v.data};
+  const source<Scalar> shared_src{in.shared.q.data, in.shared.k.data, in.shared.g.data, in.shared.beta.data, in.v.data};
+  const index_t tasks = S * HV;
+  // Threads pay only when there is enough work to amortise the fork (about 1 µs): roughly a few
+  // state updates' worth.
+  const double work = static_cast<double>(pb.tokens()) * static_cast<double>(HV * K * V) *
+                      static_cast<double>(routed ? 1 + (pb.shared ? 1 : 0) : P);
+  const int nthreads = thread_count(be);
+  const bool parallel = tasks > 1 && nthreads > 1 && work > 2.0e5;
+  (void)nthreads;
+  (void)parallel;
+
+#if LINSTATE_HAS_OPENMP
+#pragma omp parallel num_threads(nthreads) if (parallel)
+#endif
+  {
+    recurrent_scratch rsc;
+    chunk_scratch csc;
+    if (chunk == 0) rsc.reserve(K, V);
+    else csc.reserve(chunk, K, V);
+    std::vector<float> o_acc;
+#if LINSTATE_HAS_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (index_t task = 0; task < tasks; ++task) {
+      const index_t s = task / HV, hv = task % HV;
+      const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
+      const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
+      if (len == 0) continue;
+      o_acc.assign(static_cast<std::size_t>(len * V), 0.f);
+      for (index_t p = 0; p < P; ++p) {
+        const bool is_shared = pb.shared && p == 0;
+        const source<Scalar>& src = is_shared ? shared_src : main_src;
+        stream st;
+        if (is_shared || !routed) st = stream{len, all_tokens.data() + tok0, nullptr, nullptr, nullptr};
+        else st = rs.get(s, p - (pb.shared ? 1 : 0), N);
+        if (st.n == 0) continue;
+        const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, o_acc.data(), tok0};
+        if (chunk == 0) run_recurrent<D>(pb, src, st, tg, rsc);
+        else if constexpr (D != decay_kind::delta) run_chunked<D>(pb, src, st, tg, chunk, csc);
+      }
+      for (index_t t = 0; t < len; ++t) {
+        Scalar* dst = o + ((tok0 + t) * HV + hv) * V;
+        const float* a = o_acc.data() + t * V;
+        for (index_t j = 0; j < V; ++j) dst[j] = detail::from_float<Scalar>(a[j]);
+      }
+    }
+  }
+}
+
+template <class Scalar>
+void dispatch(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* state, Scalar* o, index_t chunk,
+              bool gather) {
+  switch (pb.decay) {
+    case decay_kind::none: return run<decay_kind::none>(be, pb, in, state, o, chunk, gather);
+    case decay_kind::scalar: return run<decay_kind::scalar>(be, pb, in, state, o, chunk, gather);
+    case decay_kind::diagonal: return run<decay_kind::diagonal>(be, pb, in, state, o, chunk, gather);
+    case decay_kind::delta: return run<decay_kind::delta>(be, pb, in, state, o, 0, gather);
+  }
+}
+
+}  // namespace linstate::cpu_detail

@@ -1,0 +1,320 @@
+// linstate/backend/cpu/kernels.hpp — the CPU kernels for one (sequence, head, partition) stream.
+//
+// A *stream* is the ordered list of tokens one partition state sees, with per-token write/read
+// weights. GLA and the shared partition see every token of the sequence with weight 1. A routed SSE
+// partition sees every token with its router weights (mask strategy: unselected tokens carry
+// write = read = 0) or only the tokens that select it (varlen strategy). One kernel serves all.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "../../detail/kinds.hpp"
+#include "../../detail/numeric.hpp"
+#include "../../detail/problem.hpp"
+#include "../../detail/router.hpp"
+
+namespace linstate::cpu_detail {
+
+using detail::decay_kind;
+using detail::problem;
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowVec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
+
+//! The ordered tokens one partition state sees.
+struct stream {
+  index_t n = 0;                         // steps
+  const index_t* token = nullptr;        // [n] flat token index (b*T + t)
+  const float* cw = nullptr;             // [n] write weight (nullptr: 1)
+  const float* cr = nullptr;             // [n] read weight (nullptr: 1)
+  const std::uint8_t* flags = nullptr;   // [n] detail::route_write | route_read (nullptr: both)
+
+  std::uint8_t flag(index_t i) const { return flags ? flags[i] : std::uint8_t(detail::route_write | detail::route_read); }
+  float wgt_w(index_t i) const { return cw ? cw[i] : 1.f; }
+  float wgt_r(index_t i) const { return cr ? cr[i] : 1.f; }
+};
+
+//! The tensors feeding one family of partitions (the shared one, or the routed/single ones).
+template <class Scalar>
+struct source {
+  const Scalar* q = nullptr;     // [B,T,H,K]
+  const Scalar* k = nullptr;     // [B,T,H,K]
+  const Scalar* g = nullptr;     // [B,T,HV,K] or [B,T,HV] or null
+  const Scalar* beta = nullptr;  // [B,T,HV] or null
+  const Scalar* v = nullptr;     // [B,T,HV,V]
+};
+
+//! Where one stream's work lands.
+struct target {
+  index_t h = 0, hv = 0;   // key head, value head
+  float* state = nullptr;  // [K,V] fp32, updated in place
+  float* o_acc = nullptr;  // [len, V] fp32 accumulator of the sequence, row (t - tok0)
+  index_t tok0 = 0;        // first flat token of the sequence
+};
+
+template <class Scalar>
+inline void load(const Scalar* __restrict src, float* __restrict dst, index_t n, float mul = 1.f) {
+  for (index_t i = 0; i < n; ++i) dst[i] = detail::to_float(src[i]) * mul;
+}
+
+//! x ← x / sqrt(Σx² + 1e-6) (SPEC §3.1, fla's l2norm eps)
+inline void l2normalize(float* x, index_t n) {
+  float s = 0.f;
+  for (index_t i = 0; i < n; ++i) s += x[i] * x[i];
+  const float r = 1.f / std::sqrt(s + 1e-6f);
+  for (index_t i = 0; i < n; ++i) x[i] *= r;
+}
+
+//! Per-thread scratch of the recurrent kernel (sized once per task, never per token).
+struct recurrent_scratch {
+  std::vector<float> q, k, g, v, hk, u;
+  void reserve(index_t K, index_t V) {
+    q.resize(static_cast<std::size_t>(K)), k.resize(static_cast<std::size_t>(K)), g.resize(static_cast<std::size_t>(K));
+    v.resize(static_cast<std::size_t>(V)), hk.resize(static_cast<std::size_t>(V)), u.resize(static_cast<std::size_t>(V));
+  }
+};
+
+//! Token-by-token recurrence (SPEC §2.1, §3.1, §4.5) over one stream. The state row i is updated and
+//! read in the same pass: h[i,:] = a_i h[i,:] + k_i v ;  o += q_i h[i,:]. Unwritten steps leave the
+//! state untouched (bit-identical freeze, SPEC §8.5).
+template <decay_kind D, class Scalar>
+void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg,
+                   recurrent_scratch& sc) {
+  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
+  float* __restrict hs = tg.state;
+  float* __restrict q = sc.q.data();
+  float* __restrict k = sc.k.data();
+  float* __restrict g = sc.g.data();
+  float* __restrict v = sc.v.data();
+  for (index_t i = 0; i < st.n; ++i) {
+    const index_t t = st.token[i];
+    const std::uint8_t f = st.flag(i);
+    const bool w = f & detail::route_write, r = f & detail::route_read;
+    if (!w && !r) continue;
+    float* __restrict o = tg.o_acc + (t - tg.tok0) * V;
+    const float cr = st.wgt_r(i), cw = st.wgt_w(i);
+    load(src.q + (t * H + tg.h) * K, q, K);
+    if constexpr (D == decay_kind::delta) {
+      if (pb.l2norm) l2normalize(q, K);
+    }
+    for (index_t a = 0; a < K; ++a) q[a] *= pb.scale * cr;
+    if (!w) {  // read only
+      for (index_t a = 0; a < K; ++a) {
+        const float qa = q[a];
+        const float* __restrict row = hs + a * V;
+        for (index_t j = 0; j < V; ++j) o[j] += qa * row[j];
+      }
+      continue;
+    }
+    load(src.v + (t * HV + tg.hv) * V, v, V);
+    if constexpr (D == decay_kind::delta) {
+      load(src.k + (t * H + tg.h) * K, k, K);
+      if (pb.l2norm) l2normalize(k, K);
+      const float decay = std::exp(detail::to_float(src.g[t * HV + tg.hv]));
+      const float b = detail::to_float(src.beta[t * HV + tg.hv]) * cw;  // SPEC §11 C9: the write gate scales β
+      float* __restrict hk = sc.hk.data();
+      float* __restrict u = sc.u.data();
+      std::fill(hk, hk + V, 0.f);
+      for (index_t a = 0; a < K; ++a) {  // h' = e^g h ; hk = h'ᵀ k
+        float* __restrict row = hs + a * V;
+        const float ka = k[a];
+        for (index_t j = 0; j < V; ++j) {
+          row[j] *= decay;
+          hk[j] += ka * row[j];
+        }
+      }
+      for (index_t j = 0; j < V; ++j) u[j] = b * (v[j] - hk[j]);
+      for (index_t a = 0; a < K; ++a) {  // h = h' + k uᵀ ; o += q_a h[a,:]
+        float* __restrict row = hs + a * V;
+        const float ka = k[a], qa = q[a];
+        if (r)
+          for (index_t j = 0; j < V; ++j) {
+            row[j] += ka * u[j];
+            o[j] += qa * row[j];
+          }
+        else
+          for (index_t j = 0; j < V; ++j) row[j] += ka * u[j];
+      }
+    } else {
+      load(src.k + (t * H + tg.h) * K, k, K, cw);
+      if constexpr (D == decay_kind::diagonal) {
+        const Scalar* gp = src.g + (t * HV + tg.hv) * K;
+        for (index_t a = 0; a < K; ++a) g[a] = std::exp(detail::to_float(gp[a]));
+      } else if constexpr (D == decay_kind::scalar) {
+        const float e = std::exp(detail::to_float(src.g[t * HV + tg.hv]));
+        std::fill(g, g + K, e);
+      }
+      for (index_t a = 0; a < K; ++a) {
+        float* __restrict row = hs + a * V;
+        const float ka = k[a], qa = q[a];
+        if constexpr (D == decay_kind::none) {
+          if (r)
+            for (index_t j = 0; j < V; ++j) {
+              row[j] += ka * v[j];
+              o[j] += qa * row[j];
+            }
+          else
+            for (index_t j = 0; j < V; ++j) row[j] += ka * v[j];
+        } else {
+          const float ga = g[a];
+          if (r)
+            for (index_t j = 0; j < V; ++j) {
+              row[j] = ga * row[j] + ka * v[j];
+              o[j] += qa * row[j];
+            }
+          else
+            for (index_t j = 0; j < V; ++j) row[j] = ga * row[j] + ka * v[j];
+        }
+      }
+    }
+  }
+}
+
+//! Per-thread scratch of the chunked kernel.
+struct chunk_scratch {
+  RowMat Q, Kc, G, Vc, E, Einv, A, O, Kd;
+  RowVec gamma, egamma;
+  void reserve(index_t C, index_t K, index_t V) {
+    Q.resize(C, K), Kc.resize(C, K), G.resize(C, K), Vc.resize(C, V), E.resize(C, K), Einv.resize(C, K);
+    A.resize(C, C), O.resize(C, V), Kd.resize(C, K), gamma.resize(K), egamma.resize(K);
+  }
+};
+
+//! Largest decay span inside one chunk for which the intra-chunk scores are formed by a single
+//! matrix product (Q ⊙ e^{Γ}) (K ⊙ e^{−Γ})ᵀ: factors stay within e^{±40}, far from fp32 overflow,
+//! and each product term keeps full relative precision. Stronger decays take the sub-chunked path.
+inline constexpr float single_gemm_span = 40.f;
+inline constexpr index_t sub_chunk = 16;
+
+//! Intra-chunk scores for strong decays (SPEC §2.3 step 2, §8 rules 1–3): sub-chunks of 16 rows;
+//! an off-diagonal block (I, J), I > J, is one product with the reference row r = first row of I,
+//!   A_IJ = (Q_I ⊙ e^{Γ_I − Γ_r}) (K_J ⊙ e^{Γ_r − Γ_J})ᵀ   (both factors ≤ 1);
+//! diagonal blocks are formed element-wise, only for j ≤ t, so no exponent is ever positive.
+inline void intra_subchunked(const Eigen::Ref<const RowMat>& Q, const Eigen::Ref<const RowMat>& Kc,
+                             const Eigen::Ref<const RowMat>& G, Eigen::Ref<RowMat> A, index_t m) {
+  const index_t K = Q.cols();
+  A.setZero();
+  RowMat QI, KJ;
+  for (index_t i0 = 0; i0 < m; i0 += sub_chunk) {
+    const index_t ni = std::min(sub_chunk, m - i0);
+    if (i0 > 0) {
+      QI = Q.middleRows(i0, ni).cwiseProduct(
+          (G.middleRows(i0, ni).rowwise() - G.row(i0)).array().exp().matrix());
+      for (index_t j0 = 0; j0 < i0; j0 += sub_chunk) {
+        KJ = Kc.middleRows(j0, sub_chunk)
+                 .cwiseProduct(((-G.middleRows(j0, sub_chunk)).rowwise() + G.row(i0)).array().exp().matrix());
+        A.block(i0, j0, ni, sub_chunk).noalias() = QI * KJ.transpose();
+      }
+    }
+    for (index_t t = i0; t < i0 + ni; ++t)
+      for (index_t j = i0; j <= t; ++j) {
+        float acc = 0.f;
+        for (index_t a = 0; a < K; ++a) acc += Q(t, a) * Kc(j, a) * std::exp(G(t, a) - G(j, a));
+        A(t, j) = acc;
+      }
+  }
+}
+
+//! Chunk-parallel form (SPEC §2.3) over one stream, chunks of C steps. Per chunk n with entering
+//! state H_n, local cumulative log-decay Γ (rows) and γ = Γ_last:
+//!   O   = (Q ⊙ e^{Γ}) H_n + tril(A) V,   A_tj = Σ_i q_t[i] k_j[i] e^{Γ_t[i] − Γ_j[i]}
+//!   H_{n+1} = diag(e^{γ}) H_n + (K ⊙ e^{γ − Γ})ᵀ V
+//! Unwritten steps contribute a zero key row and a zero log-decay row; a chunk without writes leaves
+//! the state untouched and a chunk without reads skips the output (bit-identical freeze).
+template <decay_kind D, class Scalar>
+void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg, index_t C,
+                 chunk_scratch& sc) {
+  static_assert(D != decay_kind::delta, "chunked delta rule: see run_chunked_delta");
+  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
+  Eigen::Map<RowMat> Hm(tg.state, K, V);
+  for (index_t c0 = 0; c0 < st.n; c0 += C) {
+    const index_t m = std::min(C, st.n - c0);
+    bool any_w = false, any_r = false;
+    for (index_t i = 0; i < m; ++i) {
+      const index_t s = c0 + i, t = st.token[s];
+      const std::uint8_t f = st.flag(s);
+      const bool w = f & detail::route_write, r = f & detail::route_read;
+      any_w |= w, any_r |= r;
+      float* qrow = sc.Q.row(i).data();
+      float* krow = sc.Kc.row(i).data();
+      float* vrow = sc.Vc.row(i).data();
+      if (r) load(src.q + (t * H + tg.h) * K, qrow, K, pb.scale * st.wgt_r(s));
+      else std::fill(qrow, qrow + K, 0.f);
+      if (w) {
+        load(src.k + (t * H + tg.h) * K, krow, K, st.wgt_w(s));
+        load(src.v + (t * HV + tg.hv) * V, vrow, V);
+      } else {
+        std::fill(krow, krow + K, 0.f);
+        std::fill(vrow, vrow + V, 0.f);
+      }
+      if constexpr (D != decay_kind::none) {
+        float* grow = sc.G.row(i).data();
+        if (!w) std::fill(grow, grow + K, 0.f);
+        else if constexpr (D == decay_kind::diagonal) load(src.g + (t * HV + tg.hv) * K, grow, K);
+        else std::fill(grow, grow + K, detail::to_float(src.g[t * HV + tg.hv]));
+        if (i > 0) sc.G.row(i) += sc.G.row(i - 1);  // Γ: inclusive cumulative sum inside the chunk (fp32)
+      }
+    }
+    if (!any_w && !any_r) continue;
+    auto Q = sc.Q.topRows(m);
+    auto Kc = sc.Kc.topRows(m);
+    auto Vc = sc.Vc.topRows(m);
+    auto A = sc.A.topLeftCorner(m, m);
+    auto O = sc.O.topRows(m);
+    if constexpr (D == decay_kind::none) {
+      if (any_r) {
+        O.noalias() = Q * Hm;
+        if (any_w) {
+          A.noalias() = Q * Kc.transpose();
+          A.template triangularView<Eigen::StrictlyUpper>().setZero();
+          O.noalias() += A * Vc;
+        }
+      }
+      if (any_w) Hm.noalias() += Kc.transpose() * Vc;
+    } else {
+      auto G = sc.G.topRows(m);
+      auto E = sc.E.topRows(m);
+      auto Einv = sc.Einv.topRows(m);
+      sc.gamma = G.row(m - 1);
+      const float span = any_w ? -sc.gamma.minCoeff() : 0.f;
+      const bool one_gemm = span <= single_gemm_span;
+      E = G.array().exp();  // e^{Γ} ≤ 1
+      if (any_r) {
+        auto Qg = sc.Kd.topRows(m);  // reuse Kd's storage for Q ⊙ e^{Γ}
+        Qg = Q.cwiseProduct(E);
+        O.noalias() = Qg * Hm;
+        if (any_w) {
+          if (one_gemm) {
+            Einv.array() = Kc.array() * (-G.array()).exp();  // K ⊙ e^{−Γ}, factors ≤ e^{span}
+            A.noalias() = Qg * Einv.transpose();
+          } else {
+            intra_subchunked(Q, Kc, G, A, m);
+          }
+          A.template triangularView<Eigen::StrictlyUpper>().setZero();
+          O.noalias() += A * Vc;
+        }
+      }
+      if (any_w) {
+        auto Kd = sc.Kd.topRows(m);
+        for (index_t i = 0; i < m; ++i)  // K ⊙ e^{γ − Γ} ≤ 1
+          Kd.row(i) = Kc.row(i).cwiseProduct((sc.gamma - G.row(i)).array().exp().matrix());
+        sc.egamma = sc.gamma.array().exp();
+        for (index_t a = 0; a < K; ++a) Hm.row(a) *= sc.egamma(a);
+        Hm.noalias() += Kd.transpose() * Vc;
+      }
+    }
+    if (any_r)
+      for (index_t i = 0; i < m; ++i) {
+        const index_t s = c0 + i;
+        if (!(st.flag(s) & detail::route_read)) continue;
+        float* __restrict o = tg.o_acc + (st.token[s] - tg.tok0) * V;
+        const float* __restrict src_o = sc.O.row(i).data();
+        for (index_t j = 0; j < V; ++j) o[j] += src_o[j];
+      }
+  }
+}
+
+}  // namespace linstate::cpu_detail

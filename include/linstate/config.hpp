@@ -1,0 +1,21 @@
+// linstate/config.hpp — the only file that defines macros.
+#pragma once
+
+#define LINSTATE_VERSION_MAJOR 0
+#define LINSTATE_VERSION_MINOR 1
+#define LINSTATE_VERSION_PATCH 0
+
+#if defined(__CUDACC__)
+#define LINSTATE_HOST_DEVICE __host__ __device__
+#else
+#define LINSTATE_HOST_DEVICE
+#endif
+
+// Pragmas for OpenMP are ignored when the translation unit is compiled without -fopenmp: the CPU
+// backend then runs on the calling thread only.
+#if defined(_OPENMP)
+#include <omp.h>
+#define LINSTATE_HAS_OPENMP 1
+#else
+#define LINSTATE_HAS_OPENMP 0
+#endif

@@ -1,0 +1,24 @@
+// linstate/decay/gated_key.hpp — Gated Linear Attention's per-key diagonal decay.
+#pragma once
+#include "../detail/kinds.hpp"
+
+namespace linstate::decay {
+
+//! \brief GLA (Yang et al. 2023, arXiv 2312.06635, Eq. 3; SPEC §2.1):
+//! `h_t = diag(e^{g_t}) h_{t-1} + k_t v_tᵀ`, i.e. `h_t[i,j] = e^{g_t[i]} h_{t-1}[i,j] + k_t[i] v_t[j]`,
+//! with a log-gate `g_t ∈ R^K`, `g_t ≤ 0`, per token and value head.
+//!
+//! Gate tensor `g`: `[B,T,HV,K]` (the same shape as k when HV = H).
+//! \code
+//! struct gla : linstate::spec<> { using decay = linstate::decay::gated_key; };
+//! auto [o, ht] = linstate::forward<gla>(linstate::cpu{}, {.q = q, .k = k, .v = v, .g = g});
+//! \endcode
+struct gated_key {
+  static constexpr detail::decay_kind kind = detail::decay_kind::diagonal;
+  static constexpr int gate_rank = 2;
+  static constexpr bool uses_beta = false;
+  static constexpr bool l2norm_qk = false;
+  static constexpr const char* name = "decay::gated_key";
+};
+
+}  // namespace linstate::decay

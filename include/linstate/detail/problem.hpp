@@ -1,0 +1,249 @@
+// linstate/detail/problem.hpp — a variant + inputs resolved into run-time numbers, with every check
+// made before anything is written (SPEC §11; errors name tensors and shapes).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../concepts.hpp"
+#include "../io_types.hpp"
+#include "numeric.hpp"
+#include "router.hpp"
+
+namespace linstate::detail {
+
+struct problem {
+  // decay
+  decay_kind decay = decay_kind::diagonal;
+  int gate_rank = 2;
+  bool uses_beta = false;
+  bool l2norm = false;
+  // sizes
+  index_t B = 0, T = 0, H = 0, HV = 0, K = 0, V = 0, S = 0;
+  index_t N = 1;       // routed partitions (1 for partition::single)
+  index_t P = 1;       // partitions in the state (N + shared)
+  bool shared = false;
+  // router
+  router_kind router = router_kind::dense;
+  int kw = 1, kr = 1;
+  router::gate gates = router::gate::both;
+  bool renormalize = false, round_to_input = false;
+  float scale = 1.f;
+  std::vector<index_t> seq;  // [S+1] flat token offsets (token (b,t) is b*T + t)
+
+  index_t tokens() const { return B * T; }
+  index_t key_head(index_t hv) const { return hv / (HV / H); }
+  index_t state_stride_partition() const { return HV * K * V; }
+  index_t state_numel() const { return S * P * HV * K * V; }
+  shape_t state_shape() const { return {S, P, HV, K, V}; }
+  //! partition index of routed partition n in the state
+  index_t routed_slot(index_t n) const { return n + (shared ? 1 : 0); }
+};
+
+[[noreturn]] inline void fail(const std::string& api, const std::string& what) { throw error(api + ": " + what); }
+
+template <class T>
+std::string shp(const tensor_view<T>& t) {
+  return t.empty() ? std::string("(not given)") : t.shape.str();
+}
+
+template <class T>
+void require_shape(const std::string& api, const char* name, const tensor_view<T>& t, const shape_t& want,
+                   const char* meaning) {
+  if (t.empty()) fail(api, std::string(name) + " is required: expected " + want.str() + " " + meaning);
+  if (!(t.shape == want))
+    fail(api, std::string(name) + " has shape " + t.shape.str() + " but must be " + want.str() + " " + meaning);
+}
+
+template <class T>
+void require_absent(const std::string& api, const char* name, const tensor_view<T>& t, const char* why) {
+  if (!t.empty()) fail(api, std::string(name) + " was given (shape " + t.shape.str() + ") but " + why);
+}
+
+//! Resolves Spec + inputs + options into a problem, checking every shape. `state` is the view that
+//! will receive the final state (final_state, or the in-place state); `state_name` names it.
+template <class Spec, class Scalar>
+problem make_problem(const std::string& api, const inputs<Scalar>& in, const tensor_view<Scalar>& o,
+                     const tensor_view<float>& state, const char* state_name, const options& opt,
+                     bool o_given = true) {
+  using D = typename Spec::decay;
+  using R = typename Spec::router;
+  using Pt = typename Spec::partition;
+  problem pb;
+  pb.decay = D::kind;
+  pb.gate_rank = D::gate_rank;
+  pb.uses_beta = D::uses_beta;
+  pb.l2norm = D::l2norm_qk;
+
+  // --- q fixes B, T, H, K ---------------------------------------------------------------------
+  if (in.q.empty()) fail(api, "q is required: [B,T,H,K]");
+  if (in.q.rank() != 4) fail(api, "q has shape " + in.q.shape.str() + " but must be [B,T,H,K] (rank 4)");
+  pb.B = in.q.size(0), pb.T = in.q.size(1), pb.H = in.q.size(2), pb.K = in.q.size(3);
+  if (pb.H < 1 || pb.K < 1) fail(api, "q has shape " + in.q.shape.str() + ": H and K must be >= 1");
+  require_shape(api, "k", in.k, {pb.B, pb.T, pb.H, pb.K}, "(like q: [B,T,H,K])");
+  if (in.v.empty()) fail(api, "v is required: [B,T,HV,V]");
+  if (in.v.rank() != 4 || in.v.size(0) != pb.B || in.v.size(1) != pb.T)
+    fail(api, "v has shape " + in.v.shape.str() + " but must be [B,T,HV,V] with B,T of q " + in.q.shape.str());
+  pb.HV = in.v.size(2), pb.V = in.v.size(3);
+  if (pb.HV < 1 || pb.V < 1 || pb.HV % pb.H != 0)
+    fail(api, "v has shape " + in.v.shape.str() + ": HV must be a positive multiple of H = " + std::to_string(pb.H) +
+                  " (q " + in.q.shape.str() + ")");
+
+  // --- gates -----------------------------------------------------------------------------------
+  const shape_t g_shape = D::gate_rank == 2 ? shape_t{pb.B, pb.T, pb.HV, pb.K} : shape_t{pb.B, pb.T, pb.HV};
+  const char* g_meaning = D::gate_rank == 2 ? "([B,T,HV,K] log-decay of decay::gated_key)"
+                                            : "([B,T,HV] scalar log-decay)";
+  if constexpr (D::gate_rank == 0) require_absent(api, "g", in.g, "decay::none takes no gate");
+  else require_shape(api, "g", in.g, g_shape, g_meaning);
+  if constexpr (D::uses_beta) require_shape(api, "beta", in.beta, {pb.B, pb.T, pb.HV}, "([B,T,HV] write strength)");
+  else require_absent(api, "beta", in.beta, "only decay::gated_delta_rule takes beta");
+
+  // --- partitions ------------------------------------------------------------------------------
+  pb.shared = Pt::has_shared;
+  if constexpr (Pt::is_single) {
+    pb.N = 1;
+  } else if constexpr (Pt::num_routed == dynamic) {
+    if (opt.num_partitions < 1)
+      fail(api, "partition::routed<dynamic> needs options.num_partitions >= 1 (got " +
+                    std::to_string(opt.num_partitions) + ")");
+    pb.N = opt.num_partitions;
+  } else {
+    if (opt.num_partitions != dynamic && opt.num_partitions != Pt::num_routed)
+      fail(api, "options.num_partitions = " + std::to_string(opt.num_partitions) +
+                    " but the variant fixes N = " + std::to_string(Pt::num_routed) + " at compile time");
+    pb.N = Pt::num_routed;
+  }
+  if constexpr (Pt::is_single || R::kind == router_kind::dense) {
+    if (opt.num_partitions != dynamic && Pt::is_single)
+      fail(api, "options.num_partitions is set but the variant has partition::single");
+  }
+  pb.P = pb.N + (pb.shared ? 1 : 0);
+  if constexpr (Pt::has_shared) {
+    require_shape(api, "shared.q", in.shared.q, {pb.B, pb.T, pb.H, pb.K}, "(like q: [B,T,H,K])");
+    require_shape(api, "shared.k", in.shared.k, {pb.B, pb.T, pb.H, pb.K}, "(like q: [B,T,H,K])");
+    if constexpr (D::gate_rank == 0) require_absent(api, "shared.g", in.shared.g, "decay::none takes no gate");
+    else require_shape(api, "shared.g", in.shared.g, g_shape, g_meaning);
+    if constexpr (D::uses_beta) require_shape(api, "shared.beta", in.shared.beta, {pb.B, pb.T, pb.HV}, "([B,T,HV])");
+    else require_absent(api, "shared.beta", in.shared.beta, "only decay::gated_delta_rule takes beta");
+  } else {
+    const char* why = "the variant has no shared partition (use partition::routed<N, partition::shared>)";
+    require_absent(api, "shared.q", in.shared.q, why);
+    require_absent(api, "shared.k", in.shared.k, why);
+    require_absent(api, "shared.g", in.shared.g, why);
+    require_absent(api, "shared.beta", in.shared.beta, why);
+  }
+
+  // --- router ----------------------------------------------------------------------------------
+  pb.router = R::kind;
+  if constexpr (R::kind == router_kind::top_k) {
+    auto resolve = [&](int fixed, int given, const char* what) {
+      if (fixed == dynamic) {
+        if (given < 1) fail(api, std::string("router::top_k<dynamic> needs options.") + what + " >= 1");
+        return given;
+      }
+      if (given != dynamic && given != fixed)
+        fail(api, std::string("options.") + what + " = " + std::to_string(given) + " but the variant fixes it to " +
+                      std::to_string(fixed) + " at compile time");
+      return fixed;
+    };
+    pb.kw = resolve(R::num_writer, opt.num_writer, "num_writer");
+    pb.kr = resolve(R::num_reader, opt.num_reader, "num_reader");
+    if (pb.kw > pb.N || pb.kr > pb.N)
+      fail(api, "router::top_k writes kw = " + std::to_string(pb.kw) + " and reads kr = " + std::to_string(pb.kr) +
+                    " partitions per token but there are only N = " + std::to_string(pb.N));
+    if constexpr (R::options.dynamic_gates) {
+      if (!opt.gates) fail(api, "router::top_k<..., {.dynamic_gates = true}> needs options.gates");
+      pb.gates = *opt.gates;
+    } else {
+      if (opt.gates && *opt.gates != R::options.gates)
+        fail(api, "options.gates is set but the variant fixes the gates at compile time");
+      pb.gates = R::options.gates;
+    }
+    pb.renormalize = R::options.renormalize;
+    pb.round_to_input = R::options.round_to_input;
+    require_shape(api, "router_logits", in.router_logits, {pb.B, pb.T, pb.N}, "([B,T,N] router logits)");
+  } else {
+    if (opt.num_writer != dynamic || opt.num_reader != dynamic || opt.gates)
+      fail(api, "options.num_writer / num_reader / gates are set but the variant's router is router::dense");
+    require_absent(api, "router_logits", in.router_logits, "router::dense takes no logits");
+    pb.kw = pb.kr = static_cast<int>(pb.N);
+  }
+
+  // --- sequences -------------------------------------------------------------------------------
+  if (in.cu_seqlens.empty()) {
+    pb.S = pb.B;
+    pb.seq.resize(static_cast<std::size_t>(pb.S + 1));
+    for (index_t s = 0; s <= pb.S; ++s) pb.seq[static_cast<std::size_t>(s)] = s * pb.T;
+  } else {
+    if (pb.B != 1)
+      fail(api, "cu_seqlens is given, so the batch must be packed with B = 1, but q has shape " + in.q.shape.str());
+    const auto& cu = in.cu_seqlens;
+    if (cu.size() < 2) fail(api, "cu_seqlens must hold S+1 >= 2 offsets, got " + std::to_string(cu.size()));
+    if (cu.front() != 0) fail(api, "cu_seqlens must start at 0, got " + std::to_string(cu.front()));
+    for (std::size_t i = 1; i < cu.size(); ++i)
+      if (cu[i] < cu[i - 1])
+        fail(api, "cu_seqlens must be non-decreasing, but cu_seqlens[" + std::to_string(i) + "] = " +
+                      std::to_string(cu[i]) + " < " + std::to_string(cu[i - 1]));
+    if (cu.back() != pb.T)
+      fail(api, "cu_seqlens ends at " + std::to_string(cu.back()) + " but q has T = " + std::to_string(pb.T) +
+                    " tokens (shape " + in.q.shape.str() + ")");
+    pb.S = static_cast<index_t>(cu.size()) - 1;
+    pb.seq.assign(cu.begin(), cu.end());
+  }
+
+  // --- state and output ------------------------------------------------------------------------
+  const shape_t st = pb.state_shape();
+  if (!in.initial_state.empty() && !(in.initial_state.shape == st))
+    fail(api, "initial_state has shape " + in.initial_state.shape.str() + " but must be [S,P,HV,K,V] = " + st.str());
+  if (!state.empty() && !(state.shape == st))
+    fail(api, std::string(state_name) + " has shape " + state.shape.str() + " but must be [S,P,HV,K,V] = " + st.str());
+  if (o_given) require_shape(api, "o", tensor_view<const Scalar>(o), {pb.B, pb.T, pb.HV, pb.V}, "([B,T,HV,V] output)");
+
+  pb.scale = opt.scale ? *opt.scale : 1.0f / std::sqrt(static_cast<float>(pb.K));
+  return pb;
+}
+
+//! Per-token routing decisions and gate values, [tokens, N] each (router::top_k only).
+struct routing {
+  index_t N = 0;
+  std::vector<float> prob;          // softmax (rounded when round_to_input)
+  std::vector<float> cw, cr;        // write / read weights actually used (0 where not selected)
+  std::vector<std::uint8_t> flags;  // route_write | route_read
+};
+
+template <class Scalar>
+void compute_routing(const problem& pb, const tensor_view<const Scalar>& logits, routing& rt) {
+  const index_t n_tok = pb.tokens(), N = pb.N;
+  rt.N = N;
+  rt.prob.assign(static_cast<std::size_t>(n_tok * N), 0.f);
+  rt.cw.assign(rt.prob.size(), 0.f);
+  rt.cr.assign(rt.prob.size(), 0.f);
+  rt.flags.assign(rt.prob.size(), 0);
+  std::vector<float> x(static_cast<std::size_t>(N));
+  const bool gw = router::has(pb.gates, router::gate::write), gr = router::has(pb.gates, router::gate::read);
+  for (index_t t = 0; t < n_tok; ++t) {
+    float* p = rt.prob.data() + t * N;
+    for (index_t n = 0; n < N; ++n) x[static_cast<std::size_t>(n)] = to_float(logits.data[t * N + n]);
+    softmax(x.data(), static_cast<int>(N), p);
+    if (pb.round_to_input)
+      for (index_t n = 0; n < N; ++n) p[n] = round_to<Scalar>(p[n]);
+    float sw = 0.f, sr = 0.f;
+    for (index_t n = 0; n < N; ++n) {
+      std::uint8_t f = 0;
+      if (in_top_k(p, static_cast<int>(N), pb.kw, static_cast<int>(n))) f |= route_write, sw += p[n];
+      if (in_top_k(p, static_cast<int>(N), pb.kr, static_cast<int>(n))) f |= route_read, sr += p[n];
+      rt.flags[static_cast<std::size_t>(t * N + n)] = f;
+    }
+    for (index_t n = 0; n < N; ++n) {
+      const std::size_t i = static_cast<std::size_t>(t * N + n);
+      const float pw = pb.renormalize ? p[n] / sw : p[n];
+      const float pr = pb.renormalize ? p[n] / sr : p[n];
+      rt.cw[i] = (rt.flags[i] & route_write) ? (gw ? pw : 1.f) : 0.f;
+      rt.cr[i] = (rt.flags[i] & route_read) ? (gr ? pr : 1.f) : 0.f;
+    }
+  }
+}
+
+}  // namespace linstate::detail

@@ -1,0 +1,142 @@
+// linstate/forward.hpp — the forward pass: one entry point for every variant, backend, algorithm
+// and strategy.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "algorithm.hpp"
+#include "backend/cpu/driver.hpp"
+#include "backend/tags.hpp"
+#include "concepts.hpp"
+#include "detail/numeric.hpp"
+#include "detail/problem.hpp"
+#include "io_types.hpp"
+
+namespace linstate {
+
+namespace detail {
+
+template <class T>
+inline constexpr bool dependent_false = false;
+
+template <class Spec, class Algorithm, class Strategy>
+constexpr bool validate_call() {
+  static_assert(validate<Spec>());
+  static_assert(is_algorithm_v<Algorithm>,
+                "linstate: the algorithm argument must be linstate::recurrent{}, linstate::chunked<C>{} or "
+                "linstate::automatic{}");
+  static_assert(is_strategy_v<Strategy>, "linstate: the strategy argument must be linstate::mask{} or linstate::varlen{}");
+  if constexpr (Variant<Spec>) {
+    static_assert(!(Spec::decay::kind == decay_kind::delta && !std::is_same_v<Algorithm, recurrent> &&
+                    !std::is_same_v<Algorithm, automatic>),
+                  "linstate: the chunked form of decay::gated_delta_rule is not available yet on the CPU; use "
+                  "linstate::recurrent{} (or linstate::automatic{}) for delta-rule variants");
+  }
+  return true;
+}
+
+//! Chunk size the CPU backend uses for `Algorithm` (0 = recurrent).
+template <class Algorithm>
+index_t cpu_chunk(const problem& pb) {
+  if constexpr (std::is_same_v<Algorithm, recurrent>) return 0;
+  else if constexpr (std::is_same_v<Algorithm, automatic>) {
+    if (pb.decay == decay_kind::delta) return 0;
+    index_t longest = 0;
+    for (std::size_t s = 0; s + 1 < pb.seq.size(); ++s) longest = std::max(longest, pb.seq[s + 1] - pb.seq[s]);
+    return longest <= 64 ? 0 : 64;
+  } else return Algorithm::chunk_size;
+}
+
+inline bool overlaps(const void* a, std::size_t na, const void* b, std::size_t nb) {
+  const auto* pa = static_cast<const unsigned char*>(a);
+  const auto* pb = static_cast<const unsigned char*>(b);
+  return na && nb && pa < pb + nb && pb < pa + na;
+}
+
+template <class Scalar>
+void check_no_alias(const std::string& api, const inputs<Scalar>& in, const outputs<Scalar>& out) {
+  const std::size_t no = static_cast<std::size_t>(out.o.numel()) * sizeof(Scalar);
+  const std::size_t ns = static_cast<std::size_t>(out.final_state.numel()) * sizeof(float);
+  const std::size_t ni = static_cast<std::size_t>(in.initial_state.numel()) * sizeof(float);
+  if (overlaps(out.final_state.data, ns, in.initial_state.data, ni))
+    fail(api, "final_state overlaps initial_state; to update a state in place use linstate::forward_in_place");
+  if (overlaps(out.o.data, no, out.final_state.data, ns)) fail(api, "o overlaps final_state");
+  for (const auto* t : {&in.q, &in.k, &in.v, &in.g, &in.beta, &in.shared.q, &in.shared.k, &in.shared.g,
+                        &in.shared.beta, &in.router_logits})
+    if (overlaps(out.o.data, no, t->data, static_cast<std::size_t>(t->numel()) * sizeof(Scalar)))
+      fail(api, "o overlaps an input tensor");
+}
+
+}  // namespace detail
+
+//! \brief Forward pass of variant `Spec` on backend `be`.
+//!
+//! Reads `in` (never modified; `in.initial_state` is only read), writes `out.o` `[B,T,HV,V]` and, when
+//! given, `out.final_state` `[S,P,HV,K,V]` (fp32). On bad input it throws linstate::error before
+//! writing anything.
+//! \code
+//! linstate::forward<gla>(linstate::cpu{}, in, out);                                   // backend picks
+//! linstate::forward<sse_n4k1s>(linstate::cpu{}, in, out, linstate::chunked<64>{}, linstate::mask{});
+//! \endcode
+template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
+void forward(const cpu& be, const inputs<Scalar>& in, const outputs<Scalar>& out, Algorithm = {}, Strategy = {},
+             const options& opt = {}) {
+  static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
+  const std::string api = "linstate::forward";
+  const detail::problem pb = detail::make_problem<Spec>(api, in, out.o, out.final_state, "final_state", opt);
+  detail::check_no_alias(api, in, out);
+  std::vector<float> scratch_state;
+  float* state = out.final_state.data;
+  if (!state) {
+    scratch_state.resize(static_cast<std::size_t>(pb.state_numel()));
+    state = scratch_state.data();
+  }
+  if (in.initial_state.empty()) std::fill(state, state + pb.state_numel(), 0.f);
+  else std::memcpy(state, in.initial_state.data, static_cast<std::size_t>(pb.state_numel()) * sizeof(float));
+  cpu_detail::dispatch(be, pb, in, state, out.o.data, detail::cpu_chunk<Algorithm>(pb), Strategy::gather);
+}
+
+//! \brief Forward pass that updates `state` `[S,P,HV,K,V]` in place (it is the initial state on entry
+//! and the final state on return). This is the decode API: with T = 1 and linstate::recurrent{} it
+//! reads and writes only the shared partition and the selected partitions' states (SPEC §11 C8);
+//! every other partition is not touched at all. `in.initial_state` must be empty.
+template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
+void forward_in_place(const cpu& be, const inputs<Scalar>& in, const tensor_view<float>& state,
+                      const tensor_view<Scalar>& o, Algorithm = {}, Strategy = {}, const options& opt = {}) {
+  static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
+  const std::string api = "linstate::forward_in_place";
+  if (!in.initial_state.empty())
+    detail::fail(api, "in.initial_state must be empty: the state argument is both the initial and the final state");
+  if (state.empty()) detail::fail(api, "state is required: [S,P,HV,K,V] fp32");
+  const detail::problem pb = detail::make_problem<Spec>(api, in, o, state, "state", opt);
+  detail::check_no_alias(api, in, outputs<Scalar>{o, state});
+  cpu_detail::dispatch(be, pb, in, state.data, o.data, detail::cpu_chunk<Algorithm>(pb), Strategy::gather);
+}
+
+//! \brief Convenience overload: allocates and returns `o` and the final state.
+template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
+result<Scalar> forward(const cpu& be, const inputs<Scalar>& in, Algorithm a = {}, Strategy s = {},
+                       const options& opt = {}) {
+  static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
+  const detail::problem pb =
+      detail::make_problem<Spec>("linstate::forward", in, tensor_view<Scalar>{}, tensor_view<float>{}, "final_state", opt,
+                                 /*o_given=*/false);
+  result<Scalar> r{tensor<Scalar>({pb.B, pb.T, pb.HV, pb.V}), tensor<float>(pb.state_shape())};
+  forward<Spec>(be, in, outputs<Scalar>{r.o.view(), r.final_state.view()}, a, s, opt);
+  return r;
+}
+
+//! Any other backend: its header was not included.
+template <class Spec, class Backend, class... Args>
+  requires(!std::is_same_v<std::remove_cvref_t<Backend>, cpu>)
+void forward(const Backend&, Args&&...) {
+  static_assert(detail::dependent_false<Backend>,
+                "linstate: no forward() for this backend value; for linstate::cuda include <linstate/cuda.cuh> "
+                "from a .cu translation unit");
+}
+
+}  // namespace linstate

@@ -1,0 +1,64 @@
+// linstate/io_types.hpp — what a forward call reads (inputs), writes (outputs) and how (options).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "detail/kinds.hpp"
+#include "router/top_k.hpp"
+#include "tensor.hpp"
+
+namespace linstate {
+
+//! Inputs of the shared partition (only with partition::routed<N, shared>; SPEC §4.3: q1, k1, gk1).
+template <class Scalar>
+struct shared_inputs {
+  tensor_view<const Scalar> q{};     //!< [B,T,H,K]
+  tensor_view<const Scalar> k{};     //!< [B,T,H,K]
+  tensor_view<const Scalar> g{};     //!< its own log-decay: [B,T,HV,K] (gated_key), [B,T,HV] (scalar, delta rule)
+  tensor_view<const Scalar> beta{};  //!< [B,T,HV] (delta rule only)
+};
+
+//! \brief Inputs of one forward call. Names follow fla and the SSE paper.
+//! Per-token tensors are `[B,T,·,·]` row-major; with `cu_seqlens` B = 1 and S sequences are packed
+//! along T. H = query/key heads, HV = value heads (a multiple of H; value head hv reads key head
+//! hv / (HV/H)).
+template <class Scalar>
+struct inputs {
+  tensor_view<const Scalar> q{};     //!< [B,T,H,K]   queries of the single / routed partitions (q2 in SSE)
+  tensor_view<const Scalar> k{};     //!< [B,T,H,K]   keys (k2 in SSE)
+  tensor_view<const Scalar> v{};     //!< [B,T,HV,V]  values (shared by every partition)
+  tensor_view<const Scalar> g{};     //!< log-decay ≤ 0: [B,T,HV,K] gated_key, [B,T,HV] scalar/delta, empty for none
+  tensor_view<const Scalar> beta{};  //!< [B,T,HV] write strength (delta rule only)
+  shared_inputs<Scalar> shared{};  //!< the shared partition's own q, k, g, beta
+  tensor_view<const Scalar> router_logits{};     //!< [B,T,N] (router::top_k only; eta in the fixtures)
+  tensor_view<const float> initial_state{};      //!< [S,P,HV,K,V] fp32, or empty for zeros
+  std::span<const std::int64_t> cu_seqlens{};  //!< [S+1] packed sequence offsets, or empty (S = B)
+};
+
+//! \brief Outputs of one forward call. `o` is required; `final_state` may be empty.
+template <class Scalar>
+struct outputs {
+  tensor_view<Scalar> o{};                 //!< [B,T,HV,V], in the input element type
+  tensor_view<float> final_state{};        //!< [S,P,HV,K,V] fp32, or empty if not wanted
+};
+
+//! \brief Run-time options. Values for policy parameters declared linstate::dynamic are taken from
+//! here; giving one for a parameter fixed at compile time is an error (it would be ignored).
+struct options {
+  std::optional<float> scale{};          //!< read scale s; default K^-1/2 (SPEC §1.5)
+  int num_partitions = dynamic;          //!< N for partition::routed<dynamic>
+  int num_writer = dynamic;              //!< kw for router::top_k<dynamic, ...>
+  int num_reader = dynamic;              //!< kr for router::top_k<..., dynamic>
+  std::optional<router::gate> gates{};   //!< gate use for top_k<..., {.dynamic_gates = true}>
+};
+
+//! Owning result of the convenience overload of forward().
+template <class Scalar>
+struct result {
+  tensor<Scalar> o;                      //!< [B,T,HV,V]
+  tensor<float> final_state;             //!< [S,P,HV,K,V]
+};
+
+}  // namespace linstate
