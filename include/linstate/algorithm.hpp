@@ -17,8 +17,8 @@ struct chunked {
   static constexpr const char* name = "chunked";
 };
 
-//! Let the backend choose (CPU: recurrent for sequences of at most 64 tokens and for the delta
-//! rule, chunked<64> otherwise).
+//! Let the backend choose (CPU: recurrent when no sequence is longer than 64 tokens — decode and
+//! short prefills — and chunked<64> otherwise).
 struct automatic {
   static constexpr const char* name = "automatic";
 };

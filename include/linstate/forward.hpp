@@ -30,12 +30,6 @@ constexpr bool validate_call() {
                 "linstate: the algorithm argument must be linstate::recurrent{}, linstate::chunked<C>{} or "
                 "linstate::automatic{}");
   static_assert(is_strategy_v<Strategy>, "linstate: the strategy argument must be linstate::mask{} or linstate::varlen{}");
-  if constexpr (Variant<Spec>) {
-    static_assert(!(Spec::decay::kind == decay_kind::delta && !std::is_same_v<Algorithm, recurrent> &&
-                    !std::is_same_v<Algorithm, automatic>),
-                  "linstate: the chunked form of decay::gated_delta_rule is not available yet on the CPU; use "
-                  "linstate::recurrent{} (or linstate::automatic{}) for delta-rule variants");
-  }
   return true;
 }
 
@@ -44,7 +38,6 @@ template <class Algorithm>
 index_t cpu_chunk(const problem& pb) {
   if constexpr (std::is_same_v<Algorithm, recurrent>) return 0;
   else if constexpr (std::is_same_v<Algorithm, automatic>) {
-    if (pb.decay == decay_kind::delta) return 0;
     index_t longest = 0;
     for (std::size_t s = 0; s + 1 < pb.seq.size(); ++s) longest = std::max(longest, pb.seq[s + 1] - pb.seq[s]);
     return longest <= 64 ? 0 : 64;

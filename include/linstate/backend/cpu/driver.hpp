@@ -94,7 +94,9 @@ void run(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* stat
   {
     recurrent_scratch rsc;
     chunk_scratch csc;
+    delta_scratch dsc;
     if (chunk == 0) rsc.reserve(K, V);
+    else if constexpr (D == decay_kind::delta) dsc.reserve(chunk, K, V);
     else csc.reserve(chunk, K, V);
     std::vector<float> o_acc;
 #if LINSTATE_HAS_OPENMP
@@ -115,7 +117,8 @@ void run(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* stat
         if (st.n == 0) continue;
         const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, o_acc.data(), tok0};
         if (chunk == 0) run_recurrent<D>(pb, src, st, tg, rsc);
-        else if constexpr (D != decay_kind::delta) run_chunked<D>(pb, src, st, tg, chunk, csc);
+        else if constexpr (D == decay_kind::delta) run_chunked_delta(pb, src, st, tg, chunk, dsc);
+        else run_chunked<D>(pb, src, st, tg, chunk, csc);
       }
       for (index_t t = 0; t < len; ++t) {
         Scalar* dst = o + ((tok0 + t) * HV + hv) * V;
@@ -133,7 +136,7 @@ void dispatch(const cpu& be, const problem& pb, const inputs<Scalar>& in, float*
     case decay_kind::none: return run<decay_kind::none>(be, pb, in, state, o, chunk, gather);
     case decay_kind::scalar: return run<decay_kind::scalar>(be, pb, in, state, o, chunk, gather);
     case decay_kind::diagonal: return run<decay_kind::diagonal>(be, pb, in, state, o, chunk, gather);
-    case decay_kind::delta: return run<decay_kind::delta>(be, pb, in, state, o, 0, gather);
+    case decay_kind::delta: return run<decay_kind::delta>(be, pb, in, state, o, chunk, gather);
   }
 }
 

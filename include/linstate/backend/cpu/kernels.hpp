@@ -317,4 +317,114 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
   }
 }
 
+//! Chunk-parallel gated delta rule (SPEC §3.2, the WY form of Yang et al.'s DeltaNet chunking) over
+//! one stream. Per chunk with entering state S, scalar local cumulative log-decay G (inclusive),
+//! Γ_ij = e^{G_i − G_j} (j ≤ i, so Γ ≤ 1) and β̃ = β·(write weight):
+//!   (I + strict_lower(diag(β̃) K̂K̂ᵀ ⊙ Γ)) [U | W] = [diag(β̃) V | diag(β̃) (K̂ ⊙ e^{G})]   (forward substitution)
+//!   V_new = U − W S
+//!   O     = (Q̂ ⊙ e^{G}) S + lower_incl(Q̂K̂ᵀ ⊙ Γ) V_new
+//!   S'    = e^{G_last} S + (K̂ ⊙ e^{G_last − G})ᵀ V_new
+//! Every exponent is ≤ 0. Unwritten steps have β̃ = 0 and g = 0 (so u = 0 and no decay); a chunk
+//! without writes leaves the state untouched.
+struct delta_scratch {
+  RowMat Q, Kc, Vc, L, A, RHS, Vn, O;
+  std::vector<float> G, beta;
+  void reserve(index_t C, index_t K, index_t V) {
+    Q.resize(C, K), Kc.resize(C, K), Vc.resize(C, V), L.resize(C, C), A.resize(C, C), RHS.resize(C, V + K);
+    Vn.resize(C, V), O.resize(C, V), G.resize(static_cast<std::size_t>(C)), beta.resize(static_cast<std::size_t>(C));
+  }
+};
+
+template <class Scalar>
+void run_chunked_delta(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg, index_t C,
+                       delta_scratch& sc) {
+  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
+  Eigen::Map<RowMat> Sm(tg.state, K, V);
+  for (index_t c0 = 0; c0 < st.n; c0 += C) {
+    const index_t m = std::min(C, st.n - c0);
+    bool any_w = false, any_r = false;
+    float gsum = 0.f;
+    for (index_t i = 0; i < m; ++i) {
+      const index_t s = c0 + i, t = st.token[s];
+      const std::uint8_t f = st.flag(s);
+      const bool w = f & detail::route_write, r = f & detail::route_read;
+      any_w |= w, any_r |= r;
+      float* qrow = sc.Q.row(i).data();
+      float* krow = sc.Kc.row(i).data();
+      float* vrow = sc.Vc.row(i).data();
+      if (r) {
+        load(src.q + (t * H + tg.h) * K, qrow, K);
+        if (pb.l2norm) l2normalize(qrow, K);
+        const float mul = pb.scale * st.wgt_r(s);
+        for (index_t a = 0; a < K; ++a) qrow[a] *= mul;
+      } else {
+        std::fill(qrow, qrow + K, 0.f);
+      }
+      if (w) {
+        load(src.k + (t * H + tg.h) * K, krow, K);
+        if (pb.l2norm) l2normalize(krow, K);
+        load(src.v + (t * HV + tg.hv) * V, vrow, V);
+        gsum += detail::to_float(src.g[t * HV + tg.hv]);
+        sc.beta[static_cast<std::size_t>(i)] = detail::to_float(src.beta[t * HV + tg.hv]) * st.wgt_w(s);
+      } else {
+        std::fill(krow, krow + K, 0.f);
+        std::fill(vrow, vrow + V, 0.f);
+        sc.beta[static_cast<std::size_t>(i)] = 0.f;
+      }
+      sc.G[static_cast<std::size_t>(i)] = gsum;  // inclusive local cumsum (fp32)
+    }
+    if (!any_w && !any_r) continue;
+    auto Q = sc.Q.topRows(m);
+    auto Kc = sc.Kc.topRows(m);
+    auto O = sc.O.topRows(m);
+    const float* G = sc.G.data();
+    if (!any_w) {  // read only: o = (Q ⊙ e^{G}) S — no decay applies (g frozen), so G ≡ 0
+      O.noalias() = Q * Sm;
+    } else {
+      auto Vc = sc.Vc.topRows(m);
+      auto L = sc.L.topLeftCorner(m, m);
+      auto A = sc.A.topLeftCorner(m, m);
+      auto RHS = sc.RHS.topLeftCorner(m, V + K);
+      auto Vn = sc.Vn.topRows(m);
+      // L = I + strict_lower(diag(β) K Kᵀ ⊙ Γ)
+      L.noalias() = Kc * Kc.transpose();
+      for (index_t i = 0; i < m; ++i) {
+        const float bi = sc.beta[static_cast<std::size_t>(i)];
+        for (index_t j = 0; j < i; ++j) L(i, j) *= bi * std::exp(G[i] - G[j]);
+      }
+      // RHS = [diag(β) V | diag(β) (K ⊙ e^{G})]
+      for (index_t i = 0; i < m; ++i) {
+        const float bi = sc.beta[static_cast<std::size_t>(i)];
+        RHS.row(i).head(V) = bi * Vc.row(i);
+        RHS.row(i).tail(K) = (bi * std::exp(G[i])) * Kc.row(i);
+      }
+      L.template triangularView<Eigen::UnitLower>().solveInPlace(RHS);
+      Vn.noalias() = RHS.leftCols(V);                  // U
+      Vn.noalias() -= RHS.rightCols(K) * Sm;           // V_new = U − W S
+      if (any_r) {
+        A.noalias() = Q * Kc.transpose();
+        for (index_t i = 0; i < m; ++i) {
+          for (index_t j = 0; j <= i; ++j) A(i, j) *= std::exp(G[i] - G[j]);
+          for (index_t j = i + 1; j < m; ++j) A(i, j) = 0.f;
+        }
+        for (index_t i = 0; i < m; ++i) Q.row(i) *= std::exp(G[i]);
+        O.noalias() = Q * Sm;
+        O.noalias() += A * Vn;
+      }
+      const float glast = G[m - 1];
+      for (index_t i = 0; i < m; ++i) Kc.row(i) *= std::exp(glast - G[i]);
+      Sm *= std::exp(glast);
+      Sm.noalias() += Kc.transpose() * Vn;
+    }
+    if (any_r)
+      for (index_t i = 0; i < m; ++i) {
+        const index_t s = c0 + i;
+        if (!(st.flag(s) & detail::route_read)) continue;
+        float* __restrict o = tg.o_acc + (st.token[s] - tg.tok0) * V;
+        const float* __restrict src_o = sc.O.row(i).data();
+        for (index_t j = 0; j < V; ++j) o[j] += src_o[j];
+      }
+  }
+}
+
 }  // namespace linstate::cpu_detail
