@@ -279,10 +279,7 @@ TEST_SUITE("io.npy") {
 
   TEST_CASE("real fixture files") {
     const fs::path fx = linstate_test::fixtures_dir();
-    if (fx.empty()) {
-      MESSAGE("fixtures directory not found (set LINSTATE_FIXTURES); skipping");
-      return;
-    }
+    REQUIRE_MESSAGE(!fx.empty(), "fixtures directory not found (../shared/fixtures, or set LINSTATE_FIXTURES)");
     SUBCASE("gla_chunk/q.npy: f4 [1,66,2,32]") {
       const fs::path file = fx / "gla_chunk" / "q.npy";
       const npy_array q = linstate::io::read_npy(file);
