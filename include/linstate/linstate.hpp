@@ -31,6 +31,7 @@
 #include "concepts.hpp"
 #include "describe.hpp"
 #include "io_types.hpp"
+#include "layout.hpp"
 #include "spec.hpp"
 
 #include "forward.hpp"
