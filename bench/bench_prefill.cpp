@@ -1,0 +1,98 @@
+// bench/bench_prefill.cpp — prefill throughput: one forward pass over a whole sequence.
+//
+// Names: BM_<variant>_<algorithm>[_<strategy>]/<T> (STYLE §3.2), T ∈ {1024, 4096}; B = 1, H = 8,
+// K = V = 128, fp32 inputs (one bf16 row for GLA chunked), zero initial state, final state written,
+// on linstate::cpu{} (every OpenMP thread: 2 on the development VM). The label repeats the variant,
+// algorithm, strategy and input type. A strategy is named only where the benchmark picks one; the
+// others run the default (varlen), which for the recurrent algorithm is the same work as mask.
+//
+// Counters (see bench_common.hpp for the counts):
+//   items_per_second   tokens per second (T per iteration)
+//   FLOPS              recurrent-equivalent: 4·K·V per written-and-read state, per head and token
+//                      (GLA: 1 state per token; SSE with shared partition and top-k<kw>: 1 + kw).
+//                      The same count for every algorithm and strategy, so FLOPS ∝ tokens/s × states.
+//
+//   ./bench_prefill --benchmark_min_time=0.05
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace {
+
+using namespace linstate_bench;
+
+const std::vector<index_t> lengths = {1024, 4096};
+
+template <class Algorithm>
+std::string algorithm_name() {
+  if constexpr (requires { Algorithm::chunk_size; }) return "chunked<" + std::to_string(Algorithm::chunk_size) + ">";
+  else return Algorithm::name;
+}
+
+//! One forward pass of `Spec` over B = 1 sequence of T tokens.
+template <class Spec, class Algorithm, class Strategy, class Scalar = float>
+void prefill(benchmark::State& st, const std::string& variant) {
+  const index_t T = st.range(0);
+  const workload<Scalar> w = make_workload<Spec, Scalar>(/*B=*/1, T);
+  const linstate::inputs<Scalar> in = w.view();
+  linstate::tensor<Scalar> o({1, T, heads, value_dim});
+  linstate::tensor<float> final_state({1, traits<Spec>::partitions, heads, key_dim, value_dim});
+  const linstate::outputs<Scalar> out{o.view(), final_state.view()};
+  for (auto _ : st) {
+    linstate::forward<Spec>(linstate::cpu{}, in, out, Algorithm{}, Strategy{});
+    benchmark::DoNotOptimize(o.data());
+    benchmark::DoNotOptimize(final_state.data());
+    benchmark::ClobberMemory();
+  }
+  const double tokens = static_cast<double>(T);
+  st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations()) * T);
+  st.counters["FLOPS"] = benchmark::Counter(static_cast<double>(st.iterations()) * flops_per<Spec>(tokens),
+                                            benchmark::Counter::kIsRate);
+  st.SetLabel(variant + "/" + algorithm_name<Algorithm>() + "/" + Strategy::name + "/" +
+              linstate::detail::scalar_name<Scalar>());
+}
+
+//! Registers BM_<variant>_<algorithm>[_<strategy>][_<suffix>]/<T> for every T.
+template <class Spec, class Algorithm, class Strategy = linstate::varlen, class Scalar = float>
+void add_prefill(const std::string& variant, const std::string& name_tail) {
+  auto* b = add("BM_" + variant + "_" + name_tail,
+                [variant](benchmark::State& st) { prefill<Spec, Algorithm, Strategy, Scalar>(st, variant); })
+                ->Unit(benchmark::kMillisecond);
+  for (index_t T : lengths) b->Arg(T);
+}
+
+using linstate::automatic;
+using linstate::mask;
+using linstate::recurrent;
+using linstate::varlen;
+using chunked = linstate::chunked<64>;
+
+const bool registered = [] {
+  // GLA: the three algorithms.
+  add_prefill<gla, recurrent>("gla", "recurrent");
+  add_prefill<gla, chunked>("gla", "chunked");
+  add_prefill<gla, automatic>("gla", "automatic");
+  // GLA chunked with bf16 inputs and output (state and accumulation stay fp32).
+  add_prefill<gla, chunked, varlen, Eigen::bfloat16>("gla", "chunked_bf16");
+  // SSE-n4k1 with the shared partition: recurrent, chunked × {mask, varlen}, automatic.
+  add_prefill<sse_n4k1s, recurrent>("sse_n4k1s", "recurrent");
+  add_prefill<sse_n4k1s, chunked, mask>("sse_n4k1s", "chunked_mask");
+  add_prefill<sse_n4k1s, chunked, varlen>("sse_n4k1s", "chunked_varlen");
+  add_prefill<sse_n4k1s, automatic>("sse_n4k1s", "automatic");
+  // More partitions: the mask strategy's cost grows with N, varlen's does not.
+  add_prefill<sse_n8k1s, chunked, varlen>("sse_n8k1s", "chunked_varlen");
+  add_prefill<sse_n8k1s, chunked, mask>("sse_n8k1s", "chunked_mask");
+  add_prefill<sse_n8k1s, recurrent>("sse_n8k1s", "recurrent");
+  add_prefill<sse_n16k1s, chunked, varlen>("sse_n16k1s", "chunked_varlen");
+  add_prefill<sse_n16k1s, chunked, mask>("sse_n16k1s", "chunked_mask");
+  add_prefill<sse_n16k1s, recurrent>("sse_n16k1s", "recurrent");
+  // The gated delta rule (recurrent only on the CPU for now).
+  add_prefill<gdn, recurrent>("gdn", "recurrent");
+  add_prefill<sse_delta_n4k1s, recurrent>("sse_delta_n4k1s", "recurrent");
+  return true;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();
