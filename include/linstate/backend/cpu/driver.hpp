@@ -79,12 +79,12 @@ void run(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* stat
   const source<Scalar> main_src{in.q.data, in.k.data, in.g.data, in.beta.data, in.v.data};
   const source<Scalar> shared_src{in.shared.q.data, in.shared.k.data, in.shared.g.data, in.shared.beta.data, in.v.data};
   const index_t tasks = S * HV;
-  // Threads pay only when there is enough work to amortise the fork (about 1 µs): roughly a few
-  // state updates' worth.
-  const double work = static_cast<double>(pb.tokens()) * static_cast<double>(HV * K * V) *
-                      static_cast<double>(routed ? 1 + (pb.shared ? 1 : 0) : P);
+  // Threads pay only when there is enough work to amortise the fork and join (a few µs): about
+  // one K×V state update per thread. `work` counts state elements touched.
+  const double states_per_token = routed ? (pb.shared ? 1.0 : 0.0) + std::max(pb.kw, pb.kr) : static_cast<double>(P);
+  const double work = static_cast<double>(pb.tokens()) * static_cast<double>(HV * K * V) * states_per_token;
   const int nthreads = thread_count(be);
-  const bool parallel = tasks > 1 && nthreads > 1 && work > 2.0e5;
+  const bool parallel = tasks > 1 && nthreads > 1 && work > 4.0e4;
   (void)nthreads;
   (void)parallel;
 

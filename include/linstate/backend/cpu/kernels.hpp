@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "../../detail/kinds.hpp"
@@ -55,9 +56,14 @@ struct target {
   index_t tok0 = 0;        // first flat token of the sequence
 };
 
+//! dst[0:n] = float(src[0:n]) · mul (vectorised conversion for bf16/fp16 through Eigen's packet casts)
 template <class Scalar>
 inline void load(const Scalar* __restrict src, float* __restrict dst, index_t n, float mul = 1.f) {
-  for (index_t i = 0; i < n; ++i) dst[i] = detail::to_float(src[i]) * mul;
+  if constexpr (std::is_same_v<Scalar, float>) {
+    for (index_t i = 0; i < n; ++i) dst[i] = src[i] * mul;
+  } else {
+    Eigen::Map<Eigen::ArrayXf>(dst, n) = Eigen::Map<const Eigen::Array<Scalar, Eigen::Dynamic, 1>>(src, n).template cast<float>() * mul;
+  }
 }
 
 //! x ← x / sqrt(Σx² + 1e-6) (SPEC §3.1, fla's l2norm eps)
@@ -118,25 +124,23 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
       float* __restrict hk = sc.hk.data();
       float* __restrict u = sc.u.data();
       std::fill(hk, hk + V, 0.f);
-      for (index_t a = 0; a < K; ++a) {  // h' = e^g h ; hk = h'ᵀ k
-        float* __restrict row = hs + a * V;
+      for (index_t a = 0; a < K; ++a) {  // hk = hᵀ k  (read pass)
+        const float* __restrict row = hs + a * V;
         const float ka = k[a];
-        for (index_t j = 0; j < V; ++j) {
-          row[j] *= decay;
-          hk[j] += ka * row[j];
-        }
+        for (index_t j = 0; j < V; ++j) hk[j] += ka * row[j];
       }
-      for (index_t j = 0; j < V; ++j) u[j] = b * (v[j] - hk[j]);
-      for (index_t a = 0; a < K; ++a) {  // h = h' + k uᵀ ; o += q_a h[a,:]
+      // h'ᵀk = e^g hᵀk, so u = β (v − e^g hᵀk) and the decay folds into the update pass
+      for (index_t j = 0; j < V; ++j) u[j] = b * (v[j] - decay * hk[j]);
+      for (index_t a = 0; a < K; ++a) {  // h = e^g h + k uᵀ ; o += q_a h[a,:]
         float* __restrict row = hs + a * V;
         const float ka = k[a], qa = q[a];
         if (r)
           for (index_t j = 0; j < V; ++j) {
-            row[j] += ka * u[j];
+            row[j] = decay * row[j] + ka * u[j];
             o[j] += qa * row[j];
           }
         else
-          for (index_t j = 0; j < V; ++j) row[j] += ka * u[j];
+          for (index_t j = 0; j < V; ++j) row[j] = decay * row[j] + ka * u[j];
       }
     } else {
       load(src.k + (t * H + tg.h) * K, k, K, cw);
