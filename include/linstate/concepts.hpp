@@ -62,12 +62,38 @@ constexpr int router_readers() {
 //! backend code, so a wrong variant gives one readable message instead of a template wall.
 template <class Spec>
 constexpr bool validate() {
-  static_assert(Variant<Spec>,
-                "linstate: a variant needs the four slots state, decay, router and partition, each a linstate "
-                "policy; derive it from linstate::spec<> and override slots with `using decay = ...;`");
+  static_assert(requires {
+    typename Spec::state;
+    typename Spec::decay;
+    typename Spec::router;
+    typename Spec::partition;
+  }, "linstate: a variant needs the four slots state, decay, router and partition; derive it from linstate::spec<> "
+     "and override slots with `using decay = ...;`");
+  if constexpr (requires { typename Spec::decay; typename Spec::router; typename Spec::partition; typename Spec::state; }) {
+    static_assert(Decay<typename Spec::decay>,
+                  "linstate: the decay slot does not model linstate::Decay (it needs static constexpr kind, gate_rank, "
+                  "uses_beta, l2norm_qk); see docs/adding_a_variant.md");
+    static_assert(Router<typename Spec::router>,
+                  "linstate: the router slot does not model linstate::Router (use router::dense or router::top_k<k>)");
+    static_assert(Partition<typename Spec::partition>,
+                  "linstate: the partition slot does not model linstate::Partition (use partition::single or "
+                  "partition::routed<N[, partition::shared]>)");
+    static_assert(State<typename Spec::state>, "linstate: the state slot does not model linstate::State (use state::dense<float>)");
+  }
   using R = typename Spec::router;
   using P = typename Spec::partition;
   if constexpr (Variant<Spec>) {
+    using D = typename Spec::decay;
+    static_assert(D::kind != decay_kind::none || D::gate_rank == 0,
+                  "linstate: a decay policy of kind none takes no gate: set gate_rank = 0");
+    static_assert(D::kind != decay_kind::diagonal || D::gate_rank == 2,
+                  "linstate: a decay policy of kind diagonal takes a [B,T,HV,K] gate: set gate_rank = 2");
+    static_assert((D::kind != decay_kind::scalar && D::kind != decay_kind::delta) || D::gate_rank == 1,
+                  "linstate: a decay policy of kind scalar or delta takes a [B,T,HV] gate: set gate_rank = 1");
+    static_assert(D::uses_beta == (D::kind == decay_kind::delta),
+                  "linstate: exactly the delta-rule decay kind takes beta: set uses_beta = (kind == delta)");
+    static_assert(!D::l2norm_qk || D::kind == decay_kind::delta,
+                  "linstate: l2norm_qk is an option of the delta rule only; set l2norm_qk = false");
     static_assert(!(R::kind == router_kind::top_k && P::is_single),
                   "linstate: router::top_k selects partitions per token, but partition::single has one state; "
                   "use partition::routed<N> (N >= the router's k), or router::dense");

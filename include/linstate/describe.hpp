@@ -15,7 +15,12 @@ std::string describe() {
   using P = typename Spec::partition;
   auto num = [](int x) { return x == dynamic ? std::string("dynamic") : std::to_string(x); };
   std::string s = "state=dense<float> decay=";
-  s += std::string(D::name).substr(7);
+  if constexpr (requires { D::name; }) {
+    const std::string name = D::name;
+    s += name.rfind("decay::", 0) == 0 ? name.substr(7) : name;
+  } else {
+    s += "(unnamed)";
+  }
   s += " router=";
   if constexpr (R::kind == detail::router_kind::top_k) {
     s += "top_k<" + num(R::num_writer) + "," + num(R::num_reader) + ">";

@@ -57,11 +57,13 @@ void check_no_alias(const std::string& api, const inputs<Scalar>& in, const outp
   const std::size_t ni = static_cast<std::size_t>(in.initial_state.numel()) * sizeof(float);
   if (overlaps(out.final_state.data, ns, in.initial_state.data, ni))
     fail(api, "final_state overlaps initial_state; to update a state in place use linstate::forward_in_place");
-  if (overlaps(out.o.data, no, out.final_state.data, ns)) fail(api, "o overlaps final_state");
+  if (overlaps(out.o.data, no, out.final_state.data, ns)) fail(api, "o overlaps the state");
   for (const auto* t : {&in.q, &in.k, &in.v, &in.g, &in.beta, &in.shared.q, &in.shared.k, &in.shared.g,
-                        &in.shared.beta, &in.router_logits})
-    if (overlaps(out.o.data, no, t->data, static_cast<std::size_t>(t->numel()) * sizeof(Scalar)))
-      fail(api, "o overlaps an input tensor");
+                        &in.shared.beta, &in.router_logits}) {
+    const std::size_t nt = static_cast<std::size_t>(t->numel()) * sizeof(Scalar);
+    if (overlaps(out.o.data, no, t->data, nt)) fail(api, "o overlaps an input tensor");
+    if (overlaps(out.final_state.data, ns, t->data, nt)) fail(api, "the state overlaps an input tensor");
+  }
 }
 
 }  // namespace detail
@@ -108,6 +110,15 @@ void forward_in_place(const cpu& be, const inputs<Scalar>& in, const tensor_view
   const detail::problem pb = detail::make_problem<Spec>(api, in, o, state, "state", opt);
   detail::check_no_alias(api, in, outputs<Scalar>{o, state});
   cpu_detail::dispatch(be, pb, in, state.data, o.data, detail::cpu_chunk<Algorithm>(pb), Strategy::gather);
+}
+
+//! \brief The state shape `[S, P, HV, K, V]` variant `Spec` uses for these inputs (checks them too).
+template <class Spec, InputScalar Scalar>
+shape_t state_shape(const inputs<Scalar>& in, const options& opt = {}) {
+  static_assert(detail::validate<Spec>());
+  return detail::make_problem<Spec>("linstate::state_shape", in, tensor_view<Scalar>{}, tensor_view<float>{}, "state", opt,
+                                    /*o_given=*/false)
+      .state_shape();
 }
 
 //! \brief Convenience overload: allocates and returns `o` and the final state.

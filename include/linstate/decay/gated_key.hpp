@@ -11,7 +11,8 @@ namespace linstate::decay {
 //! Gate tensor `g`: `[B,T,HV,K]` (the same shape as k when HV = H).
 //! \code
 //! struct gla : linstate::spec<> { using decay = linstate::decay::gated_key; };
-//! auto [o, ht] = linstate::forward<gla>(linstate::cpu{}, {.q = q, .k = k, .v = v, .g = g});
+//! linstate::inputs<float> in{.q = q.view(), .k = k.view(), .v = v.view(), .g = g.view()};
+//! auto [o, ht] = linstate::forward<gla>(linstate::cpu{}, in);
 //! \endcode
 struct gated_key {
   static constexpr detail::decay_kind kind = detail::decay_kind::diagonal;

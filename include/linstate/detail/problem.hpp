@@ -105,6 +105,8 @@ problem make_problem(const std::string& api, const inputs<Scalar>& in, const ten
   if constexpr (Pt::is_single) {
     pb.N = 1;
   } else if constexpr (Pt::num_routed == dynamic) {
+    if (opt.num_partitions == dynamic)
+      fail(api, "partition::routed<dynamic> needs options.num_partitions (it is not set)");
     if (opt.num_partitions < 1)
       fail(api, "partition::routed<dynamic> needs options.num_partitions >= 1 (got " +
                     std::to_string(opt.num_partitions) + ")");
@@ -140,7 +142,8 @@ problem make_problem(const std::string& api, const inputs<Scalar>& in, const ten
   if constexpr (R::kind == router_kind::top_k) {
     auto resolve = [&](int fixed, int given, const char* what) {
       if (fixed == dynamic) {
-        if (given < 1) fail(api, std::string("router::top_k<dynamic> needs options.") + what + " >= 1");
+        if (given == dynamic) fail(api, std::string("router::top_k<dynamic> needs options.") + what + " (it is not set)");
+        if (given < 1) fail(api, std::string("router::top_k<dynamic> needs options.") + what + " >= 1, got " + std::to_string(given));
         return given;
       }
       if (given != dynamic && given != fixed)

@@ -138,6 +138,7 @@ void dispatch(const cpu& be, const problem& pb, const inputs<Scalar>& in, float*
     case decay_kind::diagonal: return run<decay_kind::diagonal>(be, pb, in, state, o, chunk, gather);
     case decay_kind::delta: return run<decay_kind::delta>(be, pb, in, state, o, chunk, gather);
   }
+  throw error("linstate::forward: the CPU backend has no kernel for this decay kind");
 }
 
 }  // namespace linstate::cpu_detail
