@@ -80,9 +80,9 @@ constexpr bool validate() {
                   "partition::routed<N[, partition::shared]>)");
     static_assert(State<typename Spec::state>, "linstate: the state slot does not model linstate::State (use state::dense<float>)");
   }
-  using R = typename Spec::router;
-  using P = typename Spec::partition;
   if constexpr (Variant<Spec>) {
+    using R = typename Spec::router;
+    using P = typename Spec::partition;
     using D = typename Spec::decay;
     static_assert(D::kind != decay_kind::none || D::gate_rank == 0,
                   "linstate: a decay policy of kind none takes no gate: set gate_rank = 0");

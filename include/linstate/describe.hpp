@@ -4,6 +4,7 @@
 #include <string>
 
 #include "concepts.hpp"
+#include "router/top_k.hpp"
 
 namespace linstate {
 

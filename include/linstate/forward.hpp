@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "algorithm.hpp"
@@ -44,6 +45,14 @@ index_t cpu_chunk(const problem& pb) {
   } else return Algorithm::chunk_size;
 }
 
+//! Whether the SSE strategy gathers tokens (varlen); false for a non-strategy, whose misuse has
+//! already been reported by validate_call's static_assert.
+template <class Strategy>
+constexpr bool gathers() {
+  if constexpr (is_strategy_v<Strategy>) return Strategy::gather;
+  else return false;
+}
+
 inline bool overlaps(const void* a, std::size_t na, const void* b, std::size_t nb) {
   const auto* pa = static_cast<const unsigned char*>(a);
   const auto* pb = static_cast<const unsigned char*>(b);
@@ -51,18 +60,26 @@ inline bool overlaps(const void* a, std::size_t na, const void* b, std::size_t n
 }
 
 template <class Scalar>
-void check_no_alias(const std::string& api, const inputs<Scalar>& in, const outputs<Scalar>& out) {
+void check_no_alias(const std::string& api, const inputs<Scalar>& in, const outputs<Scalar>& out, const char* state_name) {
   const std::size_t no = static_cast<std::size_t>(out.o.numel()) * sizeof(Scalar);
   const std::size_t ns = static_cast<std::size_t>(out.final_state.numel()) * sizeof(float);
   const std::size_t ni = static_cast<std::size_t>(in.initial_state.numel()) * sizeof(float);
+  const std::string st = std::string(state_name) + " " + out.final_state.shape.str();
+  const std::string o = "o " + out.o.shape.str();
   if (overlaps(out.final_state.data, ns, in.initial_state.data, ni))
-    fail(api, "final_state overlaps initial_state; to update a state in place use linstate::forward_in_place");
-  if (overlaps(out.o.data, no, out.final_state.data, ns)) fail(api, "o overlaps the state");
-  for (const auto* t : {&in.q, &in.k, &in.v, &in.g, &in.beta, &in.shared.q, &in.shared.k, &in.shared.g,
-                        &in.shared.beta, &in.router_logits}) {
+    fail(api, st + " overlaps initial_state " + in.initial_state.shape.str() +
+                  "; to update a state in place use linstate::forward_in_place");
+  if (overlaps(out.o.data, no, out.final_state.data, ns)) fail(api, o + " overlaps " + st);
+  if (overlaps(out.o.data, no, in.initial_state.data, ni)) fail(api, o + " overlaps initial_state " + in.initial_state.shape.str());
+  const std::pair<const char*, const tensor_view<const Scalar>*> named[] = {
+      {"q", &in.q}, {"k", &in.k}, {"v", &in.v}, {"g", &in.g}, {"beta", &in.beta}, {"shared.q", &in.shared.q},
+      {"shared.k", &in.shared.k}, {"shared.g", &in.shared.g}, {"shared.beta", &in.shared.beta},
+      {"router_logits", &in.router_logits}};
+  for (const auto& [name, t] : named) {
     const std::size_t nt = static_cast<std::size_t>(t->numel()) * sizeof(Scalar);
-    if (overlaps(out.o.data, no, t->data, nt)) fail(api, "o overlaps an input tensor");
-    if (overlaps(out.final_state.data, ns, t->data, nt)) fail(api, "the state overlaps an input tensor");
+    const std::string what = std::string(name) + " " + t->shape.str();
+    if (overlaps(out.o.data, no, t->data, nt)) fail(api, o + " overlaps the input " + what);
+    if (overlaps(out.final_state.data, ns, t->data, nt)) fail(api, st + " overlaps the input " + what);
   }
 }
 
@@ -83,7 +100,7 @@ void forward(const cpu& be, const inputs<Scalar>& in, const outputs<Scalar>& out
   static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
   const std::string api = "linstate::forward";
   const detail::problem pb = detail::make_problem<Spec>(api, in, out.o, out.final_state, "final_state", opt);
-  detail::check_no_alias(api, in, out);
+  detail::check_no_alias(api, in, out, "final_state");
   std::vector<float> scratch_state;
   float* state = out.final_state.data;
   if (!state) {
@@ -92,7 +109,7 @@ void forward(const cpu& be, const inputs<Scalar>& in, const outputs<Scalar>& out
   }
   if (in.initial_state.empty()) std::fill(state, state + pb.state_numel(), 0.f);
   else std::memcpy(state, in.initial_state.data, static_cast<std::size_t>(pb.state_numel()) * sizeof(float));
-  cpu_detail::dispatch(be, pb, in, state, out.o.data, detail::cpu_chunk<Algorithm>(pb), Strategy::gather);
+  cpu_detail::dispatch(be, pb, in, state, out.o.data, detail::cpu_chunk<Algorithm>(pb), detail::gathers<Strategy>());
 }
 
 //! \brief Forward pass that updates `state` `[S,P,HV,K,V]` in place (it is the initial state on entry
@@ -108,8 +125,8 @@ void forward_in_place(const cpu& be, const inputs<Scalar>& in, const tensor_view
     detail::fail(api, "in.initial_state must be empty: the state argument is both the initial and the final state");
   if (state.empty()) detail::fail(api, "state is required: [S,P,HV,K,V] fp32");
   const detail::problem pb = detail::make_problem<Spec>(api, in, o, state, "state", opt);
-  detail::check_no_alias(api, in, outputs<Scalar>{o, state});
-  cpu_detail::dispatch(be, pb, in, state.data, o.data, detail::cpu_chunk<Algorithm>(pb), Strategy::gather);
+  detail::check_no_alias(api, in, outputs<Scalar>{o, state}, "state");
+  cpu_detail::dispatch(be, pb, in, state.data, o.data, detail::cpu_chunk<Algorithm>(pb), detail::gathers<Strategy>());
 }
 
 //! \brief The state shape `[S, P, HV, K, V]` variant `Spec` uses for these inputs (checks them too).

@@ -77,6 +77,17 @@ problem make_problem(const std::string& api, const inputs<Scalar>& in, const ten
   pb.uses_beta = D::uses_beta;
   pb.l2norm = D::l2norm_qk;
 
+  // --- no negative dimension anywhere -----------------------------------------------------------
+  auto non_negative = [&](const char* name, const auto& t) {
+    for (int i = 0; i < t.rank(); ++i)
+      if (t.shape[i] < 0) fail(api, std::string(name) + " has shape " + t.shape.str() + ": every dimension must be >= 0");
+  };
+  non_negative("q", in.q), non_negative("k", in.k), non_negative("v", in.v), non_negative("g", in.g);
+  non_negative("beta", in.beta), non_negative("shared.q", in.shared.q), non_negative("shared.k", in.shared.k);
+  non_negative("shared.g", in.shared.g), non_negative("shared.beta", in.shared.beta);
+  non_negative("router_logits", in.router_logits), non_negative("initial_state", in.initial_state);
+  non_negative("o", o), non_negative(state_name, state);
+
   // --- q fixes B, T, H, K ---------------------------------------------------------------------
   if (in.q.empty()) fail(api, "q is required: [B,T,H,K]");
   if (in.q.rank() != 4) fail(api, "q has shape " + in.q.shape.str() + " but must be [B,T,H,K] (rank 4)");
@@ -167,6 +178,11 @@ problem make_problem(const std::string& api, const inputs<Scalar>& in, const ten
     pb.renormalize = R::options.renormalize;
     pb.round_to_input = R::options.round_to_input;
     require_shape(api, "router_logits", in.router_logits, {pb.B, pb.T, pb.N}, "([B,T,N] router logits)");
+    // The top-k sets are defined on finite probabilities (SPEC §4.4): NaN or ±inf logits are refused.
+    for (index_t i = 0; i < in.router_logits.numel(); ++i)
+      if (!std::isfinite(to_float(in.router_logits.data[i])))
+        fail(api, "router_logits " + in.router_logits.shape.str() + " holds a non-finite value at token " +
+                      std::to_string(i / pb.N) + ", partition " + std::to_string(i % pb.N));
   } else {
     if (opt.num_writer != dynamic || opt.num_reader != dynamic || opt.gates)
       fail(api, "options.num_writer / num_reader / gates are set but the variant's router is router::dense");
