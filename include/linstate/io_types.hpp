@@ -54,6 +54,45 @@ struct options {
   std::optional<router::gate> gates{};   //!< gate use for top_k<..., {.dynamic_gates = true}>
 };
 
+//! Upstream gradients of a backward call: ∂L/∂o and, optionally, ∂L/∂(final state).
+template <class Scalar>
+struct cotangents {
+  tensor_view<const Scalar> o{};            //!< dO [B,T,HV,V] (required)
+  tensor_view<const float> final_state{};   //!< dht [S,P,HV,K,V] fp32, or empty for zero
+};
+
+//! Gradients of the shared partition's inputs.
+template <class Scalar>
+struct shared_gradients {
+  tensor_view<Scalar> q{};     //!< [B,T,H,K]
+  tensor_view<Scalar> k{};     //!< [B,T,H,K]
+  tensor_view<Scalar> g{};     //!< like shared.g
+  tensor_view<Scalar> beta{};  //!< [B,T,HV]
+};
+
+//! \brief Where a backward call writes ∂L/∂(input). Each view is either empty (that gradient is not
+//! wanted) or exactly the shape of its input; input gradients are in the input element type
+//! (computed in fp32), the initial state's gradient is fp32.
+template <class Scalar>
+struct gradients {
+  tensor_view<Scalar> q{}, k{}, v{}, g{}, beta{};
+  shared_gradients<Scalar> shared{};
+  tensor_view<Scalar> router_logits{};     //!< [B,T,N], through the write and read gates (SPEC §4.6)
+  tensor_view<float> initial_state{};      //!< dh0 [S,P,HV,K,V]
+};
+
+//! Owning result of the convenience overload of backward(): one tensor per input that was given
+//! (empty tensors for inputs that were not).
+template <class Scalar>
+struct gradient_result {
+  tensor<Scalar> q, k, v, g, beta;
+  struct {
+    tensor<Scalar> q, k, g, beta;
+  } shared;
+  tensor<Scalar> router_logits;
+  tensor<float> initial_state;
+};
+
 //! Owning result of the convenience overload of forward().
 template <class Scalar>
 struct result {

@@ -35,4 +35,5 @@
 #include "spec.hpp"
 
 #include "forward.hpp"
+#include "backward.hpp"
 #include "reference/naive.hpp"

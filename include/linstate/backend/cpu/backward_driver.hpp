@@ -1,0 +1,175 @@
+// linstate/backend/cpu/backward_driver.hpp — the backward pass on the CPU: (sequence, key head)
+// tasks on OpenMP threads, each running every value head of its group and every partition's stream
+// backwards, then the router's gradient (SPEC §4.6) from the per-step weight gradients.
+#pragma once
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "backward_kernels.hpp"
+#include "driver.hpp"
+
+namespace linstate::cpu_detail {
+
+//! ∂L/∂logits from ∂L/∂(write weight) and ∂L/∂(read weight) of every (token, partition), summed
+//! over heads: weights are p (or p / Σ_sel p with renormalisation, or 1 without the gate), then
+//! dlogit = p ⊙ (dp − ⟨p, dp⟩) (softmax backward). Rounding to the input type (round_to_input) is
+//! treated as the identity (straight-through), as the authors' kernel does.
+inline void router_backward(const problem& pb, const detail::routing& rt, const float* dcw, const float* dcr,
+                            float* dlogits) {
+  const index_t N = pb.N;
+  const bool gw = router::has(pb.gates, router::gate::write), gr = router::has(pb.gates, router::gate::read);
+  std::vector<float> dp(static_cast<std::size_t>(N));
+  for (index_t t = 0; t < pb.tokens(); ++t) {
+    const float* p = rt.prob.data() + t * N;
+    const std::uint8_t* f = rt.flags.data() + t * N;
+    std::fill(dp.begin(), dp.end(), 0.f);
+    for (int side = 0; side < 2; ++side) {
+      const bool gated = side == 0 ? gw : gr;
+      if (!gated) continue;
+      const std::uint8_t bit = side == 0 ? detail::route_write : detail::route_read;
+      const float* dc = (side == 0 ? dcw : dcr) + t * N;
+      if (!pb.renormalize) {
+        for (index_t n = 0; n < N; ++n)
+          if (f[n] & bit) dp[static_cast<std::size_t>(n)] += dc[n];
+      } else {  // c_n = p_n / S, S = Σ_{m∈sel} p_m:  dp_m += dc_m / S − Σ_n dc_n p_n / S²  (m ∈ sel)
+        float S = 0.f, cross = 0.f;
+        for (index_t n = 0; n < N; ++n)
+          if (f[n] & bit) S += p[n], cross += dc[n] * p[n];
+        for (index_t m = 0; m < N; ++m)
+          if (f[m] & bit) dp[static_cast<std::size_t>(m)] += dc[m] / S - cross / (S * S);
+      }
+    }
+    float pdp = 0.f;
+    for (index_t n = 0; n < N; ++n) pdp += p[n] * dp[static_cast<std::size_t>(n)];
+    for (index_t n = 0; n < N; ++n) dlogits[t * N + n] = p[n] * (dp[static_cast<std::size_t>(n)] - pdp);
+  }
+}
+
+template <class Scalar>
+void store(tensor_view<Scalar> dst, index_t offset, const float* src, index_t n) {
+  if (dst.empty()) return;
+  for (index_t i = 0; i < n; ++i) dst.data[offset + i] = detail::from_float<Scalar>(src[i]);
+}
+
+template <decay_kind D, class Scalar>
+void run_backward(const cpu& be, const problem& pb, const inputs<Scalar>& in, const cotangents<Scalar>& dout,
+                  const gradients<Scalar>& gr, index_t chunk, bool gather) {
+  const index_t S = pb.S, H = pb.H, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P, N = pb.N, G = HV / H;
+  const index_t gk = D == decay_kind::diagonal ? K : 1;  // gate width per token
+  const bool routed = pb.router == detail::router_kind::top_k;
+  detail::routing rt;
+  routed_streams rs;
+  if (routed) {
+    detail::compute_routing(pb, in.router_logits, rt);
+    build_routed_streams(pb, rt, gather, rs);
+  }
+  std::vector<index_t> all_tokens(static_cast<std::size_t>(pb.tokens()));
+  std::iota(all_tokens.begin(), all_tokens.end(), index_t{0});
+  // per (value head, token, partition) weight gradients, each slot written by one task only
+  std::vector<float> dcw_all, dcr_all;
+  if (routed) {
+    dcw_all.assign(static_cast<std::size_t>(HV * pb.tokens() * N), 0.f);
+    dcr_all.assign(dcw_all.size(), 0.f);
+  }
+  const source<Scalar> main_src{in.q.data, in.k.data, in.g.data, in.beta.data, in.v.data};
+  const source<Scalar> shared_src{in.shared.q.data, in.shared.k.data, in.shared.g.data, in.shared.beta.data, in.v.data};
+  const index_t tasks = S * H;
+  const int nthreads = thread_count(be);
+  const bool parallel = tasks > 1 && nthreads > 1;
+  (void)nthreads, (void)parallel;
+  const index_t segment = chunk > 0 ? chunk : 64;
+
+#if LINSTATE_HAS_OPENMP
+#pragma omp parallel num_threads(nthreads) if (parallel)
+#endif
+  {
+    recurrent_bwd_scratch rsc;
+    rsc.reserve(K, V, segment);
+    std::vector<float> dq[2], dk[2], dg[2], dbeta[2], dv, dcw_step, dcr_step;
+#if LINSTATE_HAS_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (index_t task = 0; task < tasks; ++task) {
+      const index_t s = task / H, h = task % H;
+      const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
+      const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
+      for (int fam = 0; fam < 2; ++fam) {
+        dq[fam].assign(static_cast<std::size_t>(len * K), 0.f);
+        dk[fam].assign(static_cast<std::size_t>(len * K), 0.f);
+      }
+      for (index_t hv = h * G; hv < (h + 1) * G; ++hv) {
+        dv.assign(static_cast<std::size_t>(len * V), 0.f);
+        for (int fam = 0; fam < 2; ++fam) {
+          dg[fam].assign(static_cast<std::size_t>(len * gk), 0.f);
+          dbeta[fam].assign(static_cast<std::size_t>(len), 0.f);
+        }
+        for (index_t p = 0; p < P; ++p) {
+          const bool is_shared = pb.shared && p == 0;
+          const int fam = is_shared ? 1 : 0;
+          const index_t n = p - (pb.shared ? 1 : 0);
+          stream st;
+          if (is_shared || !routed) st = stream{len, all_tokens.data() + tok0, nullptr, nullptr, nullptr};
+          else st = rs.get(s, n, N);
+          dcw_step.assign(static_cast<std::size_t>(st.n), 0.f);
+          dcr_step.assign(static_cast<std::size_t>(st.n), 0.f);
+          const index_t off = ((s * P + p) * HV + hv) * K * V;
+          bwd_target<Scalar> tg;
+          tg.h = h, tg.hv = hv, tg.tok0 = tok0, tg.dO = dout.o.data;
+          tg.h0 = in.initial_state.empty() ? nullptr : in.initial_state.data + off;
+          tg.dht = dout.final_state.empty() ? nullptr : dout.final_state.data + off;
+          tg.dh0 = gr.initial_state.empty() ? nullptr : gr.initial_state.data + off;
+          tg.dq = dq[fam].data(), tg.dk = dk[fam].data(), tg.dv = dv.data();
+          tg.dg = dg[fam].data(), tg.dbeta = dbeta[fam].data();
+          tg.dcw = dcw_step.data(), tg.dcr = dcr_step.data();
+          run_recurrent_backward<D>(pb, is_shared ? shared_src : main_src, st, tg, segment, rsc);
+          if (routed && !is_shared)
+            for (index_t i = 0; i < st.n; ++i) {
+              const std::size_t at = static_cast<std::size_t>((hv * pb.tokens() + st.token[i]) * N + n);
+              dcw_all[at] += dcw_step[static_cast<std::size_t>(i)];
+              dcr_all[at] += dcr_step[static_cast<std::size_t>(i)];
+            }
+        }
+        for (index_t t = 0; t < len; ++t) {
+          const index_t tt = tok0 + t;
+          store(gr.v, (tt * HV + hv) * V, dv.data() + t * V, V);
+          store(gr.g, (tt * HV + hv) * gk, dg[0].data() + t * gk, gk);
+          store(gr.shared.g, (tt * HV + hv) * gk, dg[1].data() + t * gk, gk);
+          store(gr.beta, tt * HV + hv, dbeta[0].data() + t, 1);
+          store(gr.shared.beta, tt * HV + hv, dbeta[1].data() + t, 1);
+        }
+      }
+      for (index_t t = 0; t < len; ++t) {
+        const index_t tt = tok0 + t;
+        store(gr.q, (tt * H + h) * K, dq[0].data() + t * K, K);
+        store(gr.k, (tt * H + h) * K, dk[0].data() + t * K, K);
+        store(gr.shared.q, (tt * H + h) * K, dq[1].data() + t * K, K);
+        store(gr.shared.k, (tt * H + h) * K, dk[1].data() + t * K, K);
+      }
+    }
+  }
+  if (routed && !gr.router_logits.empty()) {
+    for (index_t hv = 1; hv < HV; ++hv)  // sum over value heads
+      for (index_t i = 0; i < pb.tokens() * N; ++i)
+        dcw_all[static_cast<std::size_t>(i)] += dcw_all[static_cast<std::size_t>(hv * pb.tokens() * N + i)],
+            dcr_all[static_cast<std::size_t>(i)] += dcr_all[static_cast<std::size_t>(hv * pb.tokens() * N + i)];
+    std::vector<float> dl(static_cast<std::size_t>(pb.tokens() * N));
+    router_backward(pb, rt, dcw_all.data(), dcr_all.data(), dl.data());
+    store(gr.router_logits, 0, dl.data(), pb.tokens() * N);
+  }
+}
+
+template <class Scalar>
+void dispatch_backward(const cpu& be, const problem& pb, const inputs<Scalar>& in, const cotangents<Scalar>& dout,
+                       const gradients<Scalar>& gr, index_t chunk, bool gather) {
+  switch (pb.decay) {
+    case decay_kind::none: return run_backward<decay_kind::none>(be, pb, in, dout, gr, chunk, gather);
+    case decay_kind::scalar: return run_backward<decay_kind::scalar>(be, pb, in, dout, gr, chunk, gather);
+    case decay_kind::diagonal: return run_backward<decay_kind::diagonal>(be, pb, in, dout, gr, chunk, gather);
+    case decay_kind::delta: return run_backward<decay_kind::delta>(be, pb, in, dout, gr, chunk, gather);
+  }
+  throw error("linstate::backward: the CPU backend has no kernel for this decay kind");
+}
+
+}  // namespace linstate::cpu_detail
