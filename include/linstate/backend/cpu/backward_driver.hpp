@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "backward_kernels.hpp"
+#include "chunked_backward.hpp"
+#include "chunked_delta_backward.hpp"
 #include "driver.hpp"
 
 namespace linstate::cpu_detail {
@@ -86,7 +88,11 @@ void run_backward(const cpu& be, const problem& pb, const inputs<Scalar>& in, co
 #endif
   {
     recurrent_bwd_scratch rsc;
-    rsc.reserve(K, V, segment);
+    chunk_bwd_scratch csc;
+    delta_bwd_scratch dsc;
+    if (chunk == 0) rsc.reserve(K, V, segment);
+    else if constexpr (D == decay_kind::delta) dsc.reserve(chunk, K, V);
+    else csc.reserve(chunk, K, V);
     std::vector<float> dq[2], dk[2], dg[2], dbeta[2], dv, dcw_step, dcr_step;
 #if LINSTATE_HAS_OPENMP
 #pragma omp for schedule(dynamic, 1)
@@ -123,7 +129,10 @@ void run_backward(const cpu& be, const problem& pb, const inputs<Scalar>& in, co
           tg.dq = dq[fam].data(), tg.dk = dk[fam].data(), tg.dv = dv.data();
           tg.dg = dg[fam].data(), tg.dbeta = dbeta[fam].data();
           tg.dcw = dcw_step.data(), tg.dcr = dcr_step.data();
-          run_recurrent_backward<D>(pb, is_shared ? shared_src : main_src, st, tg, segment, rsc);
+          const source<Scalar>& src = is_shared ? shared_src : main_src;
+          if (chunk == 0) run_recurrent_backward<D>(pb, src, st, tg, segment, rsc);
+          else if constexpr (D == decay_kind::delta) run_chunked_delta_backward(pb, src, st, tg, chunk, dsc);
+          else run_chunked_backward<D>(pb, src, st, tg, chunk, csc);
           if (routed && !is_shared)
             for (index_t i = 0; i < st.n; ++i) {
               const std::size_t at = static_cast<std::size_t>((hv * pb.tokens() + st.token[i]) * N + n);
