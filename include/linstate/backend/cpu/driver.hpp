@@ -92,6 +92,12 @@ void run(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* stat
 #pragma omp parallel num_threads(nthreads) if (parallel)
 #endif
   {
+#if LINSTATE_HAS_OPENMP
+    // The kernels' Eigen products must stay on this thread: without this, a team of one (threads =
+    // 1, or work below the threshold) is an inactive region and Eigen would fork a nested team for
+    // every small product. The setting is local to this thread's task and ends with the region.
+    omp_set_num_threads(1);
+#endif
     recurrent_scratch rsc;
     chunk_scratch csc;
     delta_scratch dsc;

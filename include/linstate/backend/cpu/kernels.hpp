@@ -285,27 +285,27 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
       sc.gamma = G.row(m - 1);
       const float span = any_w ? -sc.gamma.minCoeff() : 0.f;
       const bool one_gemm = span <= single_gemm_span;
-      E = G.array().exp();  // e^{Γ} ≤ 1
+      sc.egamma = sc.gamma.array().exp();
+      // K ⊙ e^{−Γ} (factors ≤ e^{span}); serves the scores and, times e^{γ}, the state update
+      if (any_w && one_gemm) Einv.array() = Kc.array() * (-G.array()).exp();
       if (any_r) {
+        E = G.array().exp();  // e^{Γ} ≤ 1
         auto Qg = sc.Kd.topRows(m);  // reuse Kd's storage for Q ⊙ e^{Γ}
         Qg = Q.cwiseProduct(E);
         O.noalias() = Qg * Hm;
         if (any_w) {
-          if (one_gemm) {
-            Einv.array() = Kc.array() * (-G.array()).exp();  // K ⊙ e^{−Γ}, factors ≤ e^{span}
-            A.noalias() = Qg * Einv.transpose();
-          } else {
-            intra_subchunked(Q, Kc, G, A, m);
-          }
+          if (one_gemm) A.noalias() = Qg * Einv.transpose();
+          else intra_subchunked(Q, Kc, G, A, m);
           A.template triangularView<Eigen::StrictlyUpper>().setZero();
           O.noalias() += A * Vc;
         }
       }
       if (any_w) {
-        auto Kd = sc.Kd.topRows(m);
-        for (index_t i = 0; i < m; ++i)  // K ⊙ e^{γ − Γ} ≤ 1
-          Kd.row(i) = Kc.row(i).cwiseProduct((sc.gamma - G.row(i)).array().exp().matrix());
-        sc.egamma = sc.gamma.array().exp();
+        auto Kd = sc.Kd.topRows(m);  // K ⊙ e^{γ − Γ} ≤ 1
+        if (one_gemm) Kd = Einv * sc.egamma.asDiagonal();
+        else
+          for (index_t i = 0; i < m; ++i)
+            Kd.row(i) = Kc.row(i).cwiseProduct((sc.gamma - G.row(i)).array().exp().matrix());
         for (index_t a = 0; a < K; ++a) Hm.row(a) *= sc.egamma(a);
         Hm.noalias() += Kd.transpose() * Vc;
       }
