@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! \file examples/linstate_run.cpp
 //! \brief `linstate-run`: runs one golden-data case folder (see shared/fixtures/README.md) through
-//! linstate on the CPU and writes the output `o.npy` and the final state `ht.npy`.
+//! linstate on the CPU and writes the output `o.npy` and the final state `ht.npy`; when the folder
+//! holds the output cotangent `do.npy`, it also runs the backward pass and writes the gradient
+//! `d<name>.npy` of every input of the case.
 //!
 //! \verbatim
 //!   linstate-run CASE_DIR OUT_DIR [--algorithm recurrent|chunked] [--strategy mask|varlen]
@@ -17,11 +19,17 @@
 //!  * the algorithm and the strategy are tag types; a run-time choice becomes a type by calling a
 //!    generic lambda with the matching tag object (`with_algorithm`, `with_strategy` below).
 //!
+//! Backward: with `do.npy` ([B,T,H,V], the fixed weights of the loss Σ o·do; the final state gets no
+//! gradient) the program calls linstate::backward with the same variant, algorithm, strategy and
+//! options, and writes, as float32 in the fixtures' shapes, `dq dk dv dg` (GLA) or
+//! `dq1 dq2 dk1 dk2 dv dg1 dg2 deta` (SSE), plus `dh0` when the case has `h0`.
+//!
 //! Errors: every problem with the inputs (missing file or field, bad JSON, bad .npy, unsupported
 //! dtype, shape that contradicts case.json, unknown value, unknown option) ends the program with a
 //! non-zero status and one line on stderr, `linstate-run: <file>: <problem>`. Everything is read,
-//! checked and computed before anything is written, and the two outputs are written to temporary
-//! names and renamed into place at the end, so a failed run leaves OUT_DIR as it was.
+//! checked and computed (forward and backward) before anything is written, and all outputs are
+//! written to temporary names and renamed into place at the end, so a failed run leaves OUT_DIR as
+//! it was (a malformed `do.npy` fails the whole run: not even o.npy is written).
 //! Exit status: 0 success, 1 bad input or failed run, 2 bad command line.
 
 #include <algorithm>
@@ -96,6 +104,12 @@ constexpr const char* usage_text =
     "folder, and writes OUT_DIR/o.npy (the output [B,T,H,V]) and OUT_DIR/ht.npy (the final state:\n"
     "GLA [S,H,K,V], SSE [S,1+N,H,K,V]) as float32. OUT_DIR is created if missing.\n"
     "\n"
+    "When CASE_DIR holds do.npy (the output cotangent [B,T,H,V] of the loss sum(o * do)), the\n"
+    "backward pass runs too, with the same algorithm and strategy, and OUT_DIR also receives the\n"
+    "gradient of every input, float32, shaped like the input:\n"
+    "  GLA: dq.npy dk.npy dv.npy dg.npy            SSE: dq1 dq2 dk1 dk2 dv dg1 dg2 deta (.npy)\n"
+    "  and dh0.npy when the case has h0.npy.\n"
+    "\n"
     "options:\n"
     "  --algorithm A   recurrent (token by token) or chunked (chunks of 64 tokens).\n"
     "                  Default: the case's mode (fused_recurrent -> recurrent, chunk -> chunked).\n"
@@ -103,7 +117,8 @@ constexpr const char* usage_text =
     "                  partition on its routed tokens only). Default: mask. No effect on GLA.\n"
     "  -h, --help      print this help and exit.\n"
     "\n"
-    "On bad input nothing is written; one line on stderr names the file and the problem.\n";
+    "On bad input (do.npy included) nothing is written; one line on stderr names the file and\n"
+    "the problem.\n";
 
 command_line parse_command_line(int argc, char** argv) {
   command_line cl;
@@ -311,6 +326,8 @@ void check_cu_seqlens_file(const fs::path& case_dir, const case_config& c) {
 //! eta -> router_logits, h0 -> initial_state.
 struct case_inputs {
   linstate::tensor<float> q, k, v, g, q1, k1, g1, eta, h0;
+  linstate::tensor<float> dO;  // do.npy [B,T,H,V]; empty when the folder has none (no backward)
+  bool backward = false;       // do.npy is present
 };
 
 //! Shape of the state as linstate sees it: [S, P, H, K, V] (P = 1 for GLA, 1 + N for SSE). The
@@ -337,6 +354,11 @@ case_inputs read_inputs(const fs::path& dir, const case_config& c) {
     in.h0 = linstate::tensor<float>(linstate::shape_t::from_range(s.begin(), s.end()), std::move(in.h0.values()));
   }
   check_cu_seqlens_file(dir, c);
+  std::error_code ec;
+  if (fs::exists(dir / "do.npy", ec)) {
+    in.dO = read_f32(dir, "do", vv);
+    in.backward = true;
+  }
   return in;
 }
 
@@ -379,9 +401,18 @@ rt::gate gate_of(bool emulq, bool emulk) {
   return rt::gate::none;
 }
 
-//! The outputs, in linstate's layout: o [B,T,H,V] and the final state [S,P,H,K,V].
+//! One gradient file: its name (without .npy), its shape in the fixtures' layout, its values.
+struct gradient_file {
+  std::string name;
+  std::vector<index_t> shape;
+  linstate::tensor<float> values;
+};
+
+//! The outputs, in linstate's layout: o [B,T,H,V] and the final state [S,P,H,K,V]; with do.npy also
+//! the gradients, in the order they are listed by --help.
 struct case_outputs {
   linstate::tensor<float> o, ht;
+  std::vector<gradient_file> grads;
 };
 
 case_outputs run_case(const case_config& c, const case_inputs& ci, algorithm algo, strategy strat) {
@@ -391,7 +422,7 @@ case_outputs run_case(const case_config& c, const case_inputs& ci, algorithm alg
 
   const auto s = state_shape(c, false);
   case_outputs out{linstate::tensor<float>({c.B, c.T, c.H, c.V}),
-                   linstate::tensor<float>(linstate::shape_t::from_range(s.begin(), s.end()))};
+                   linstate::tensor<float>(linstate::shape_t::from_range(s.begin(), s.end())), {}};
   const linstate::outputs<float> o{out.o.view(), out.ht.view()};
 
   linstate::options opt{.scale = c.scale};
@@ -404,11 +435,44 @@ case_outputs run_case(const case_config& c, const case_inputs& ci, algorithm alg
     opt.gates = gate_of(c.emulq, c.emulk);
   }
 
-  // Two run-time choices become template arguments; forward<> is instantiated for each pair.
+  // Gradients: one tensor per input of the case, named as the fixture files (SSE: q2 -> dq2 is the
+  // gradient of in.q, q1 -> dq1 that of in.shared.q, eta -> deta that of in.router_logits).
+  linstate::gradients<float> gv;
+  if (ci.backward) {
+    const std::vector<index_t> qk{c.B, c.T, c.H, c.K}, vv{c.B, c.T, c.H, c.V};
+    auto add = [&](const char* name, const std::vector<index_t>& shape) -> linstate::tensor_view<float> {
+      out.grads.push_back({name, shape, linstate::tensor<float>(linstate::shape_t::from_range(shape.begin(), shape.end()))});
+      return out.grads.back().values.view();
+    };
+    out.grads.reserve(10);  // at most 9 files; no reallocation while views into them are handed out
+    if (c.sse) {
+      gv.shared.q = add("dq1", qk), gv.q = add("dq2", qk);
+      gv.shared.k = add("dk1", qk), gv.k = add("dk2", qk);
+      gv.v = add("dv", vv);
+      gv.shared.g = add("dg1", qk), gv.g = add("dg2", qk);
+      gv.router_logits = add("deta", {c.B, c.T, c.N});
+    } else {
+      gv.q = add("dq", qk), gv.k = add("dk", qk), gv.v = add("dv", vv), gv.g = add("dg", qk);
+    }
+    if (c.initial_state) {
+      // linstate's layout [S,P,H,K,V]; the file gets the fixture's shape (GLA drops P = 1)
+      const linstate::tensor_view<float> dh0 = add("dh0", state_shape(c, /*fixture_layout=*/true));
+      gv.initial_state = {dh0.data, linstate::shape_t::from_range(s.begin(), s.end())};
+    }
+  }
+  const linstate::cotangents<float> d{.o = ci.dO.view()};
+
+  // Two run-time choices become template arguments; forward<> and backward<> are instantiated for
+  // each pair.
   with_algorithm(algo, [&](auto algorithm_tag) {
     with_strategy(strat, [&](auto strategy_tag) {
-      if (c.sse) linstate::forward<sse>(linstate::cpu{}, in, o, algorithm_tag, strategy_tag, opt);
-      else linstate::forward<gla>(linstate::cpu{}, in, o, algorithm_tag, strategy_tag, opt);
+      if (c.sse) {
+        linstate::forward<sse>(linstate::cpu{}, in, o, algorithm_tag, strategy_tag, opt);
+        if (ci.backward) linstate::backward<sse>(linstate::cpu{}, in, d, gv, algorithm_tag, strategy_tag, opt);
+      } else {
+        linstate::forward<gla>(linstate::cpu{}, in, o, algorithm_tag, strategy_tag, opt);
+        if (ci.backward) linstate::backward<gla>(linstate::cpu{}, in, d, gv, algorithm_tag, strategy_tag, opt);
+      }
     });
   });
   return out;
@@ -425,40 +489,52 @@ void check_out_dir(const fs::path& case_dir, const fs::path& out_dir) {
   if (fs::exists(out_dir, ec) && !fs::is_directory(out_dir, ec))
     throw run_error(out_dir, "exists and is not a directory");
   if (fs::exists(out_dir, ec) && fs::equivalent(case_dir, out_dir, ec))
-    throw run_error(out_dir, "is the case folder itself; refusing to overwrite its reference o.npy and ht.npy");
+    throw run_error(out_dir, "is the case folder itself; refusing to overwrite its reference o.npy, ht.npy and d*.npy");
 }
 
-//! Writes o.npy and ht.npy: both go to temporary names first and are renamed only when both
-//! were written, so OUT_DIR never holds one new file without the other.
-void write_outputs(const fs::path& out_dir, const case_config& c, const case_outputs& r) {
+//! The files a run writes, in order: o.npy, ht.npy, then the gradients (when do.npy was given).
+struct output_file {
+  std::string name;  // e.g. "o.npy"
+  std::vector<index_t> shape;
+  const float* data;
+};
+
+std::vector<output_file> output_files(const case_config& c, const case_outputs& r) {
+  std::vector<output_file> files{{"o.npy", {c.B, c.T, c.H, c.V}, r.o.data()},
+                                 {"ht.npy", state_shape(c, /*fixture_layout=*/true), r.ht.data()}};
+  for (const gradient_file& g : r.grads) files.push_back({g.name + ".npy", g.shape, g.values.data()});
+  return files;
+}
+
+//! Writes every output file: all go to temporary names first and are renamed only when all were
+//! written, so OUT_DIR never holds a new o.npy without the matching ht.npy and gradients.
+void write_outputs(const fs::path& out_dir, const std::vector<output_file>& files) {
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw run_error(out_dir, "cannot create the output directory: " + ec.message());
 
-  const std::vector<index_t> o_shape{c.B, c.T, c.H, c.V}, ht_shape = state_shape(c, /*fixture_layout=*/true);
-  const fs::path o_tmp = out_dir / ".o.npy.linstate-run.tmp", ht_tmp = out_dir / ".ht.npy.linstate-run.tmp";
+  std::vector<fs::path> tmp;
+  for (const output_file& f : files) tmp.push_back(out_dir / ("." + f.name + ".linstate-run.tmp"));
   auto clean = [&] {
     std::error_code ignored;
-    fs::remove(o_tmp, ignored);
-    fs::remove(ht_tmp, ignored);
+    for (const fs::path& t : tmp) fs::remove(t, ignored);
   };
   try {
-    linstate::io::write_npy<float>(o_tmp, o_shape, r.o.data());
-    linstate::io::write_npy<float>(ht_tmp, ht_shape, r.ht.data());
+    for (std::size_t i = 0; i < files.size(); ++i) linstate::io::write_npy<float>(tmp[i], files[i].shape, files[i].data);
   } catch (...) {
     clean();
     throw;
   }
-  for (const auto& [tmp, name] : {std::pair{o_tmp, "o.npy"}, std::pair{ht_tmp, "ht.npy"}}) {
-    fs::rename(tmp, out_dir / name, ec);
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    fs::rename(tmp[i], out_dir / files[i].name, ec);
     if (ec) {
       clean();
-      throw run_error(out_dir / name, "cannot write: " + ec.message());
+      throw run_error(out_dir / files[i].name, "cannot write: " + ec.message());
     }
   }
 }
 
-std::string describe_run(const case_config& c, algorithm algo, strategy strat) {
+std::string describe_run(const case_config& c, algorithm algo, strategy strat, bool backward) {
   std::string s = c.name + ": ";
   if (c.sse)
     s += "sse N=" + std::to_string(c.N) + " writers=" + std::to_string(c.num_writer) + " readers=" +
@@ -469,6 +545,7 @@ std::string describe_run(const case_config& c, algorithm algo, strategy strat) {
   s += algo == algorithm::recurrent ? ", recurrent" : ", chunked<64>";
   s += ", B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) +
        " K=" + std::to_string(c.K) + " V=" + std::to_string(c.V) + " S=" + std::to_string(c.S);
+  s += backward ? ", forward + backward" : ", forward";
   return s;
 }
 
@@ -508,9 +585,11 @@ int main(int argc, char** argv) {
       throw run_error(cl.case_dir, e.what());
     }
     // 3. write
-    write_outputs(cl.out_dir, c, r);
-    std::cout << describe_run(c, algo, strat) << " -> " << (cl.out_dir / "o.npy").string() << ", "
-              << (cl.out_dir / "ht.npy").string() << '\n';
+    const std::vector<output_file> files = output_files(c, r);
+    write_outputs(cl.out_dir, files);
+    std::cout << describe_run(c, algo, strat, in.backward) << " -> " << cl.out_dir.string() << ":";
+    for (const output_file& f : files) std::cout << ' ' << f.name;
+    std::cout << '\n';
     return 0;
   } catch (const std::bad_alloc&) {
     print_error(cl.case_dir.string() + ": out of memory");

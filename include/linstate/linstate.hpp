@@ -36,4 +36,5 @@
 
 #include "forward.hpp"
 #include "backward.hpp"
+#include "balance_loss.hpp"
 #include "reference/naive.hpp"

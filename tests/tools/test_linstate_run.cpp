@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests of the linstate-run example program (examples/linstate_run.cpp), run as a child process:
 //  * every fixture case, with the default settings and with every --algorithm/--strategy pair,
-//    reproduces the fixture's o.npy and ht.npy (max|a - b| <= 1e-5 * max|b|);
+//    reproduces the fixture's o.npy and ht.npy and, since every fixture folder holds do.npy, the
+//    gradients d*.npy of every input (dq dk dv dg [dh0] for GLA, dq1 dq2 dk1 dk2 dv dg1 dg2 deta [dh0]
+//    for SSE), each with max|a - b| <= 1e-5 * max|b| (fixtures README); without do.npy only o.npy
+//    and ht.npy are written;
 //  * every class of malformed input (missing or bad case.json, missing field, unknown value, bad
 //    .npy magic, unsupported dtype, truncated data, shape that contradicts case.json, missing file,
-//    cu_seqlens.npy that disagrees with case.json, bad command line) makes it exit non-zero with
-//    exactly one line on stderr that names the file, and leaves OUT_DIR untouched.
+//    cu_seqlens.npy that disagrees with case.json, malformed do.npy, bad command line) makes it exit
+//    non-zero with exactly one line on stderr that names the file, and leaves OUT_DIR untouched.
 // The program is found through the environment variable LINSTATE_RUN (set by tests/tools/meson.build),
 // the fixtures through LINSTATE_FIXTURES (tests/support/fixtures_path.hpp).
 #include <doctest/doctest.h>
@@ -330,6 +333,40 @@ std::vector<bad_input> bad_inputs() {
          lio::write_npy<std::int32_t>(d / "cu_seqlens.npy", shape, cu);
        },
        "cu_seqlens.npy", "dtype"},
+      // --- do.npy (the backward's cotangent): a bad one fails the whole run, o.npy included -----
+      {"do.npy shape contradicts V", gla_case.c_str(),
+       [](const fs::path& d) {
+         auto s = shape_of(d / "do.npy");
+         s[3] += 1;
+         write_zeros(d / "do.npy", s);
+       },
+       "do.npy", "shape"},
+      {"do.npy with the shape of q (K != V)", gla_case.c_str(),
+       [](const fs::path& d) { write_zeros(d / "do.npy", shape_of(d / "q.npy")); }, "do.npy", "shape"},
+      {"do.npy of rank 3", sse_case.c_str(),
+       [](const fs::path& d) {
+         auto s = shape_of(d / "do.npy");
+         s.pop_back();
+         write_zeros(d / "do.npy", s);
+       },
+       "do.npy", "shape"},
+      {"truncated do.npy", sse_case.c_str(),
+       [](const fs::path& d) {
+         bytes_t b = read_bytes(d / "do.npy");
+         b.resize(b.size() - 5);
+         write_bytes(d / "do.npy", b);
+       },
+       "do.npy", "truncated"},
+      {"do.npy as float16", "gla_recurrent_b2",
+       [](const fs::path& d) {
+         const auto shape = shape_of(d / "do.npy");
+         std::int64_t n = 1;
+         for (auto x : shape) n *= x;
+         const std::vector<std::uint16_t> halves(static_cast<std::size_t>(n), 0x3C00);
+         const auto img = lio::serialize_npy(lio::npy_dtype::f2, shape, halves.data());
+         write_bytes(d / "do.npy", bytes_t(img.begin(), img.end()));
+       },
+       "do.npy", "dtype"},
       {"cu_seqlens.npy in an unpacked case", "gla_chunk",
        [](const fs::path& d) {
          const std::int64_t shape[] = {2};
@@ -338,6 +375,28 @@ std::vector<bad_input> bad_inputs() {
        },
        "cu_seqlens.npy", ""},
   };
+}
+
+//! The gradient files linstate-run must write for a case with do.npy: one per input of the case
+//! (fixtures README), dh0 only with h0. Sorted.
+std::vector<std::string> expected_gradients(const json& cfg) {
+  std::vector<std::string> g = cfg["kind"] == "sse"
+                                   ? std::vector<std::string>{"dq1", "dq2", "dk1", "dk2", "dv", "dg1", "dg2", "deta"}
+                                   : std::vector<std::string>{"dq", "dk", "dv", "dg"};
+  if (cfg["initial_state"] == true) g.push_back("dh0");
+  std::sort(g.begin(), g.end());
+  return g;
+}
+
+//! The d*.npy files of a fixture folder other than do.npy (the stored gradients), stems, sorted.
+std::vector<std::string> stored_gradients(const fs::path& case_dir) {
+  std::vector<std::string> g;
+  for (const auto& e : fs::directory_iterator(case_dir)) {
+    const std::string stem = e.path().stem().string();
+    if (e.path().extension() == ".npy" && stem.size() > 1 && stem[0] == 'd' && stem != "do") g.push_back(stem);
+  }
+  std::sort(g.begin(), g.end());
+  return g;
 }
 
 }  // namespace
@@ -352,10 +411,15 @@ TEST_CASE("linstate-run: --help") {
   const run_result r = run_program({"--help"}, tmp.path());
   CHECK(r.status == 0);
   CHECK(r.out.find("usage: linstate-run CASE_DIR OUT_DIR") != std::string::npos);
+  // the backward outputs are documented
+  for (const char* word : {"do.npy", "dh0.npy", "deta", "dq1"}) {
+    CAPTURE(word);
+    CHECK(r.out.find(word) != std::string::npos);
+  }
   CHECK(r.err.empty());
 }
 
-TEST_CASE("linstate-run reproduces every fixture case with every algorithm and strategy") {
+TEST_CASE("linstate-run reproduces every fixture case, forward and gradients, with every algorithm and strategy") {
   REQUIRE_MESSAGE(!program().empty(), "set LINSTATE_RUN to the path of the linstate-run executable");
   const std::vector<std::string> cases = fixture_cases();
   REQUIRE_MESSAGE(!cases.empty(), "no fixture cases found (set LINSTATE_FIXTURES)");
@@ -368,9 +432,15 @@ TEST_CASE("linstate-run reproduces every fixture case with every algorithm and s
       {"--algorithm", "chunked", "--strategy", "varlen"},
   };
   scratch_dir tmp;
-  int runs = 0;
+  int runs = 0, gradient_checks = 0, expected_gradient_checks = 0;
   for (const std::string& name : cases) {
     const json cfg = json::parse(read_text(fixtures / name / "case.json"));
+    // every public case holds do.npy and the gradients of all its inputs (README), so the backward runs
+    REQUIRE(fs::exists(fixtures / name / "do.npy"));
+    const std::vector<std::string> grads = expected_gradients(cfg);
+    CAPTURE(name);
+    REQUIRE(stored_gradients(fixtures / name) == grads);
+    expected_gradient_checks += static_cast<int>(grads.size() * option_sets.size());
     for (std::size_t i = 0; i < option_sets.size(); ++i) {
       const fs::path out = tmp.path() / (name + "-" + std::to_string(i));  // does not exist yet: created
       std::vector<std::string> args{(fixtures / name).string(), out.string()};
@@ -381,15 +451,20 @@ TEST_CASE("linstate-run reproduces every fixture case with every algorithm and s
       CAPTURE(r.err);
       REQUIRE(r.status == 0);
       CHECK(r.err.empty());
-      // Exactly the two outputs, nothing left behind (no temporaries).
-      std::vector<std::string> files;
+      // Exactly the outputs and one gradient per input, nothing left behind (no temporaries).
+      std::vector<std::string> files, expected{"ht.npy", "o.npy"};
       for (const auto& e : fs::directory_iterator(out)) files.push_back(e.path().filename().string());
+      for (const std::string& g : grads) expected.push_back(g + ".npy");
       std::sort(files.begin(), files.end());
-      CHECK(files == std::vector<std::string>{"ht.npy", "o.npy"});
-      for (const char* array : {"o.npy", "ht.npy"}) {
+      std::sort(expected.begin(), expected.end());
+      CHECK(files == expected);
+      for (const std::string& array : expected) {
         CAPTURE(array);
+        if (!fs::exists(out / array)) continue;  // already reported by the list check
         CHECK(relative_error(out / array, fixtures / name / array) <= 1e-5);
+        gradient_checks += array[0] == 'd';
       }
+      CHECK(r.out.find("forward + backward") != std::string::npos);
       if (i == 0) {  // the defaults follow the case: mode picks the algorithm, SSE uses mask
         const bool chunk = cfg["mode"] == "chunk";
         CHECK(r.out.find(chunk ? "chunked<64>" : "recurrent") != std::string::npos);
@@ -399,6 +474,62 @@ TEST_CASE("linstate-run reproduces every fixture case with every algorithm and s
     }
   }
   CHECK(runs == static_cast<int>(cases.size() * option_sets.size()));
+  CHECK(gradient_checks == expected_gradient_checks);
+}
+
+TEST_CASE("linstate-run: without do.npy only the forward outputs are written") {
+  REQUIRE_MESSAGE(!program().empty(), "set LINSTATE_RUN to the path of the linstate-run executable");
+  REQUIRE_MESSAGE(!linstate_test::fixtures_dir().empty(), "no fixtures found (set LINSTATE_FIXTURES)");
+  for (const std::string name : {"gla_chunk_h0", "sse_mask_n8k2"}) {
+    CAPTURE(name);
+    scratch_dir tmp;
+    const fs::path case_dir = tmp.path() / "case", out = tmp.path() / "out";
+    copy_case(name, case_dir);
+    fs::remove(case_dir / "do.npy");
+    const run_result r = run_program({case_dir.string(), out.string(), "--strategy", "varlen"}, tmp.path());
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(out)) files.push_back(e.path().filename().string());
+    std::sort(files.begin(), files.end());
+    CHECK(files == std::vector<std::string>{"ht.npy", "o.npy"});
+    CHECK(relative_error(out / "o.npy", case_dir / "o.npy") <= 1e-5);
+    CHECK(r.out.find("forward + backward") == std::string::npos);
+  }
+}
+
+TEST_CASE("linstate-run: the gradients follow do.npy (a scaled cotangent scales every gradient)") {
+  // Guards against a program that would copy or ignore do.npy: with do -> 2·do every gradient doubles
+  // (the loss Σ o·do is linear in do), and o / ht do not change.
+  REQUIRE_MESSAGE(!program().empty(), "set LINSTATE_RUN to the path of the linstate-run executable");
+  REQUIRE_MESSAGE(!linstate_test::fixtures_dir().empty(), "no fixtures found (set LINSTATE_FIXTURES)");
+  const std::string name = "sse_mask_n4k1";
+  scratch_dir tmp;
+  const fs::path case_dir = tmp.path() / "case", out = tmp.path() / "out";
+  copy_case(name, case_dir);
+  const lio::npy_array d = lio::read_npy(case_dir / "do.npy");
+  std::vector<float> twice = d.to_vector<float>();
+  for (float& x : twice) x *= 2.f;
+  fs::remove(case_dir / "do.npy");
+  lio::write_npy<float>(case_dir / "do.npy", d.shape, twice.data());
+  const run_result r = run_program({case_dir.string(), out.string()}, tmp.path());
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(relative_error(out / "o.npy", case_dir / "o.npy") <= 1e-5);
+  const json cfg = json::parse(read_text(case_dir / "case.json"));
+  for (const std::string& g : expected_gradients(cfg)) {
+    CAPTURE(g);
+    const auto ours = lio::read_npy(out / (g + ".npy")).to_vector<double>();
+    const auto ref = lio::read_npy(case_dir / (g + ".npy")).to_vector<double>();
+    REQUIRE(ours.size() == ref.size());
+    double err = 0, scale = 0;
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+      err = std::max(err, std::abs(ours[i] - 2 * ref[i]));
+      scale = std::max(scale, std::abs(2 * ref[i]));
+    }
+    REQUIRE(scale > 0);
+    CHECK(err <= 1e-5 * scale);
+  }
 }
 
 TEST_CASE("linstate-run: malformed inputs give one error line naming the file and write nothing") {

@@ -11,11 +11,17 @@
 //!     and both SSE strategies (mask, varlen) and checks `o` and the final state against the stored
 //!     arrays with the README's tolerance max|a − b| ≤ 1e-5 · max|b| (SPEC §9.3 suggestion);
 //!  4. checks that forward never modifies `initial_state` (SPEC §11 C5), and that forward_in_place
-//!     (the decode API) started from h0 also lands on `ht`.
+//!     (the decode API) started from h0 also lands on `ht`;
+//!  5. runs linstate::backward with the cotangent `do.npy` (loss Σ o·do, no gradient into the final
+//!     state) with every algorithm and both strategies, and checks every stored gradient `d*.npy` of the
+//!     case (dq dk dv dg [dh0] for GLA; dq1 dq2 dk1 dk2 dv dg1 dg2 deta [dh0] for SSE) with the same
+//!     tolerance; `deta` must be exactly zero when neither gate uses the router probability (emulq =
+//!     emulk = false: SPEC §4.6, the router gradient flows only through the gates).
 //! SSE cases are mapped onto one variant whose N, kw, kr and gate use are all run-time values
-//! (linstate::dynamic), taken from case.json. Gradients (d*.npy) are not checked here.
+//! (linstate::dynamic), taken from case.json.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -23,6 +29,7 @@
 #include <linstate/linstate.hpp>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "fixture_case.hpp"
@@ -100,6 +107,78 @@ void check_all_algorithms(const linstate_test::fixture_case& c, const linstate::
   check_forward<Spec>(c, in, opt, linstate::chunked<64>{}, strat);
   check_forward<Spec>(c, in, opt, linstate::chunked<16>{}, strat);
   check_forward<Spec>(c, in, opt, linstate::automatic{}, strat);
+}
+
+//! The library's gradient for each gradient file of the fixture (README name mapping, SPEC §4.3):
+//! GLA d{q,k,v,g} -> q,k,v,g; SSE d{q,k,g}2 -> q,k,g (routed), d{q,k,g}1 -> shared.{q,k,g},
+//! deta -> router_logits; dh0 -> initial_state (GLA [S,H,K,V] is the library's [S,1,H,K,V]).
+std::vector<std::pair<std::string, const linstate::tensor<float>*>> gradient_map(const linstate_test::fixture_case& c,
+                                                                                 const linstate::gradient_result<float>& g) {
+  std::vector<std::pair<std::string, const linstate::tensor<float>*>> m;
+  if (c.is_gla()) {
+    m = {{"dq", &g.q}, {"dk", &g.k}, {"dv", &g.v}, {"dg", &g.g}};
+  } else {
+    m = {{"dq2", &g.q},        {"dk2", &g.k},        {"dg2", &g.g}, {"dq1", &g.shared.q},
+         {"dk1", &g.shared.k}, {"dg1", &g.shared.g}, {"dv", &g.v},  {"deta", &g.router_logits}};
+  }
+  if (c.initial_state) m.emplace_back("dh0", &g.initial_state);
+  return m;
+}
+
+//! The stems of the case's stored gradients: every d*.npy except the cotangent do.npy.
+std::vector<std::string> stored_gradients(const linstate_test::fixture_case& c) {
+  std::vector<std::string> out;
+  for (const auto& [stem, array] : c.arrays)
+    if (stem.size() > 1 && stem[0] == 'd' && stem != "do") out.push_back(stem);
+  return out;  // std::map: sorted
+}
+
+//! Runs backward<Spec>(algo, strategy) with dO = do.npy and checks every stored gradient d*.npy.
+template <class Spec, class Algorithm, class Strategy>
+void check_backward(const linstate_test::fixture_case& c, const linstate::inputs<float>& in,
+                    const linstate::options& opt, Algorithm algo, Strategy strat) {
+  INFO("case " << c.name << ", backward, algorithm " << algorithm_name<Algorithm>() << ", strategy "
+               << std::string(Strategy::name));
+  const std::vector<float> h0_before = c.initial_state ? c.at("h0").values : std::vector<float>{};
+  const linstate::cotangents<float> d{.o = c.at("do").view()};  // README: the final state gets no gradient
+  linstate::gradient_result<float> g;
+  try {
+    g = linstate::backward<Spec>(linstate::cpu{}, in, d, algo, strat, opt);
+  } catch (const std::exception& e) {
+    FAIL_CHECK("backward threw: " << std::string(e.what()));
+    return;
+  }
+  const auto mapped = gradient_map(c, g);
+  // Every stored gradient has a counterpart, and every input of the case has a stored gradient.
+  std::vector<std::string> mapped_names;
+  for (const auto& [name, t] : mapped) mapped_names.push_back(name);
+  std::sort(mapped_names.begin(), mapped_names.end());
+  CHECK(mapped_names == stored_gradients(c));
+  for (const auto& [name, t] : mapped) {
+    CAPTURE(name);
+    if (!c.has(name)) continue;  // reported by the list check above
+    const linstate_test::fixture_array& ref = c.at(name);
+    CHECK(t->shape() == (name == "dh0" ? c.state_shape() : ref.lshape()));
+    if (static_cast<std::size_t>(t->numel()) != ref.values.size()) continue;
+    const double err = linstate_test::max_rel_err(t->values(), ref.values);
+    CAPTURE(err);
+    CHECK(err <= tolerance);
+  }
+  if (c.is_sse() && !c.emulq && !c.emulk) {
+    // No gate uses p: the router gets no gradient at all, exactly (SPEC §4.6).
+    CHECK(std::all_of(g.router_logits.values().begin(), g.router_logits.values().end(), [](float x) { return x == 0.f; }));
+  }
+  if (c.initial_state) CHECK_MESSAGE(c.at("h0").values == h0_before, "backward modified in.initial_state");
+}
+
+//! Backward with every algorithm of SPEC §2 (chunked<C> must not depend on C, §9 P2).
+template <class Spec, class Strategy>
+void check_all_backward(const linstate_test::fixture_case& c, const linstate::inputs<float>& in,
+                        const linstate::options& opt, Strategy strat) {
+  check_backward<Spec>(c, in, opt, linstate::recurrent{}, strat);
+  check_backward<Spec>(c, in, opt, linstate::chunked<64>{}, strat);
+  check_backward<Spec>(c, in, opt, linstate::chunked<16>{}, strat);
+  check_backward<Spec>(c, in, opt, linstate::automatic{}, strat);
 }
 
 //! The decode API: forward_in_place from a copy of h0 (or zeros) must land on ht, for one strategy.
@@ -244,4 +323,35 @@ TEST_CASE("fixtures: forward (every algorithm and strategy) and the fp64 referen
       check_in_place<sse_dynamic>(c, in, opt, linstate::varlen{});
     }
   }
+}
+
+TEST_CASE("fixtures: backward (every algorithm and strategy) matches every stored gradient d*.npy") {
+  int cases = 0, emul_none_cases = 0;
+  for (const auto& dir : all_cases()) {
+    INFO("case folder " << dir.string());
+    linstate_test::fixture_case c;
+    try {
+      c = linstate_test::load_fixture_case(dir);
+    } catch (const std::exception& e) {
+      FAIL_CHECK("cannot load the case: " << std::string(e.what()));
+      continue;
+    }
+    // Every public case carries the cotangent and the gradients (README); a case without them would
+    // otherwise pass vacuously.
+    REQUIRE_MESSAGE(c.has("do"), "case " << c.name << " has no do.npy");
+    CHECK(c.at("do").shape == c.at("o").shape);
+    const linstate::inputs<float> in = c.make_inputs();
+    const linstate::options opt = c.make_options();
+    if (c.is_gla()) {
+      check_all_backward<gla>(c, in, opt, linstate::mask{});
+      check_all_backward<gla>(c, in, opt, linstate::varlen{});
+    } else {
+      check_all_backward<sse_dynamic>(c, in, opt, linstate::mask{});
+      check_all_backward<sse_dynamic>(c, in, opt, linstate::varlen{});
+      emul_none_cases += !c.emulq && !c.emulk;
+    }
+    ++cases;
+  }
+  CHECK(cases > 0);
+  CHECK(emul_none_cases >= 1);  // the public set has sse_varlen_n4k1_emul_none: the exact-zero deta check ran
 }
