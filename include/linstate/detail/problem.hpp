@@ -64,10 +64,12 @@ void require_absent(const std::string& api, const char* name, const tensor_view<
 
 //! Resolves Spec + inputs + options into a problem, checking every shape. `state` is the view that
 //! will receive the final state (final_state, or the in-place state); `state_name` names it.
+//! Only shapes are read from the views, except the router-logit finiteness check, which reads the
+//! logits when `host_data` is true; `cu_seqlens` is always a host array.
 template <class Spec, class Scalar>
 problem make_problem(const std::string& api, const inputs<Scalar>& in, const tensor_view<Scalar>& o,
                      const tensor_view<float>& state, const char* state_name, const options& opt,
-                     bool o_given = true) {
+                     bool o_given = true, bool host_data = true) {
   using D = typename Spec::decay;
   using R = typename Spec::router;
   using Pt = typename Spec::partition;
@@ -179,7 +181,8 @@ problem make_problem(const std::string& api, const inputs<Scalar>& in, const ten
     pb.round_to_input = R::options.round_to_input;
     require_shape(api, "router_logits", in.router_logits, {pb.B, pb.T, pb.N}, "([B,T,N] router logits)");
     // The top-k sets are defined on finite probabilities (SPEC §4.4): NaN or ±inf logits are refused.
-    for (index_t i = 0; i < in.router_logits.numel(); ++i)
+    // (Only where the data is host memory: device backends pass host_data = false and check on the device.)
+    for (index_t i = 0; host_data && i < in.router_logits.numel(); ++i)
       if (!std::isfinite(to_float(in.router_logits.data[i])))
         fail(api, "router_logits " + in.router_logits.shape.str() + " holds a non-finite value at token " +
                       std::to_string(i / pb.N) + ", partition " + std::to_string(i % pb.N));
