@@ -38,3 +38,4 @@
 #include "backward.hpp"
 #include "balance_loss.hpp"
 #include "reference/naive.hpp"
+#include "reference/naive_backward.hpp"
