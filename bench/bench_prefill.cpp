@@ -87,9 +87,11 @@ const bool registered = [] {
   add_prefill<sse_n16k1s, chunked, varlen>("sse_n16k1s", "chunked_varlen");
   add_prefill<sse_n16k1s, chunked, mask>("sse_n16k1s", "chunked_mask");
   add_prefill<sse_n16k1s, recurrent>("sse_n16k1s", "recurrent");
-  // The gated delta rule (recurrent only on the CPU for now).
+  // The gated delta rule: recurrent and chunked (WY form).
   add_prefill<gdn, recurrent>("gdn", "recurrent");
+  add_prefill<gdn, chunked>("gdn", "chunked");
   add_prefill<sse_delta_n4k1s, recurrent>("sse_delta_n4k1s", "recurrent");
+  add_prefill<sse_delta_n4k1s, chunked, varlen>("sse_delta_n4k1s", "chunked_varlen");
   return true;
 }();
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh — runs bench_decode and bench_prefill the way the docs figures are taken, keeps the
+# bench/run.sh — runs bench_decode, bench_prefill and bench_train (LINSTATE_BENCH_PROGRAMS picks) the way the docs figures are taken, keeps the
 # JSON, and prints the medians as Markdown tables.
 #
 #   bench/run.sh [BUILD_DIR [OUT_DIR]] [--benchmark_* flags passed to both programs]
@@ -31,10 +31,10 @@ if [ ! -f "$build/build.ninja" ]; then
   echo "run.sh: $build is not a Meson build directory; first: meson setup $build" >&2
   exit 2
 fi
-ninja -C "$build" bench/bench_decode bench/bench_prefill >/dev/null
+ninja -C "$build" bench/bench_decode bench/bench_prefill bench/bench_train >/dev/null
 mkdir -p "$out"
 
-for name in decode prefill; do
+for name in ${LINSTATE_BENCH_PROGRAMS:-decode prefill train}; do
   exe="$build/bench/bench_$name"
   echo "== $name: $exe -> $out/$name.json" >&2
   "$exe" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 \
@@ -43,7 +43,8 @@ done
 
 # Medians as Markdown: one table per program. The "/process_time/real_time" suffix Google
 # Benchmark adds to every name (wall-clock timing, process CPU time) is left out of the table.
-python3 - "$out/decode.json" "$out/prefill.json" <<'EOF'
+jsons=(); for name in ${LINSTATE_BENCH_PROGRAMS:-decode prefill train}; do jsons+=("$out/$name.json"); done
+python3 - "${jsons[@]}" <<'EOF'
 import json, sys
 
 def si(x, unit=""):
