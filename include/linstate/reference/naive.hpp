@@ -26,12 +26,13 @@ struct result {
   tensor<double> final_state;  //!< [S,P,HV,K,V]
 };
 
-template <class Spec, InputScalar Scalar>
-result forward(const inputs<Scalar>& in, const options& opt = {}) {
-  static_assert(detail::validate<Spec>());
+namespace naive {
+
+//! The loop itself, for a resolved problem (templated on the element type only, so every variant
+//! shares one instantiation).
+template <class Scalar>
+result forward(const detail::problem& pb, const inputs<Scalar>& in) {
   using detail::decay_kind;
-  const detail::problem pb = detail::make_problem<Spec>("linstate::reference::forward", in, tensor_view<Scalar>{},
-                                                        tensor_view<float>{}, "final_state", opt, false);
   const index_t H = pb.H, HV = pb.HV, K = pb.K, V = pb.V, N = pb.N, P = pb.P;
   detail::routing rt;
   const bool routed = pb.router == detail::router_kind::top_k;
@@ -104,6 +105,16 @@ result forward(const inputs<Scalar>& in, const options& opt = {}) {
       }
     }
   return r;
+}
+
+}  // namespace naive
+
+template <class Spec, InputScalar Scalar>
+result forward(const inputs<Scalar>& in, const options& opt = {}) {
+  static_assert(detail::validate<Spec>());
+  return naive::forward(detail::make_problem<Spec>("linstate::reference::forward", in, tensor_view<Scalar>{},
+                                                   tensor_view<float>{}, "final_state", opt, false),
+                        in);
 }
 
 }  // namespace linstate::reference
