@@ -13,3 +13,7 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq </dev/null
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
 fi
+# nvcc (CUDA 13, wheel-style install) lives outside the default PATH: the CUDA backend is built when it is found.
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  case ":$PATH:" in *:/usr/local/cuda/bin:*) ;; *) export PATH="$PATH:/usr/local/cuda/bin" ;; esac
+fi

@@ -64,22 +64,23 @@ void check_no_alias(const std::string& api, const inputs<Scalar>& in, const outp
   const std::size_t no = static_cast<std::size_t>(out.o.numel()) * sizeof(Scalar);
   const std::size_t ns = static_cast<std::size_t>(out.final_state.numel()) * sizeof(float);
   const std::size_t ni = static_cast<std::size_t>(in.initial_state.numel()) * sizeof(float);
-  const std::string st = std::string(state_name) + " " + out.final_state.shape.str();
-  const std::string o = "o " + out.o.shape.str();
+  // messages are formatted only on failure: this runs on every decode step
+  auto st = [&] { return std::string(state_name) + " " + out.final_state.shape.str(); };
+  auto o = [&] { return "o " + out.o.shape.str(); };
   if (overlaps(out.final_state.data, ns, in.initial_state.data, ni))
-    fail(api, st + " overlaps initial_state " + in.initial_state.shape.str() +
+    fail(api, st() + " overlaps initial_state " + in.initial_state.shape.str() +
                   "; to update a state in place use linstate::forward_in_place");
-  if (overlaps(out.o.data, no, out.final_state.data, ns)) fail(api, o + " overlaps " + st);
-  if (overlaps(out.o.data, no, in.initial_state.data, ni)) fail(api, o + " overlaps initial_state " + in.initial_state.shape.str());
+  if (overlaps(out.o.data, no, out.final_state.data, ns)) fail(api, o() + " overlaps " + st());
+  if (overlaps(out.o.data, no, in.initial_state.data, ni)) fail(api, o() + " overlaps initial_state " + in.initial_state.shape.str());
   const std::pair<const char*, const tensor_view<const Scalar>*> named[] = {
       {"q", &in.q}, {"k", &in.k}, {"v", &in.v}, {"g", &in.g}, {"beta", &in.beta}, {"shared.q", &in.shared.q},
       {"shared.k", &in.shared.k}, {"shared.g", &in.shared.g}, {"shared.beta", &in.shared.beta},
       {"router_logits", &in.router_logits}};
   for (const auto& [name, t] : named) {
     const std::size_t nt = static_cast<std::size_t>(t->numel()) * sizeof(Scalar);
-    const std::string what = std::string(name) + " " + t->shape.str();
-    if (overlaps(out.o.data, no, t->data, nt)) fail(api, o + " overlaps the input " + what);
-    if (overlaps(out.final_state.data, ns, t->data, nt)) fail(api, st + " overlaps the input " + what);
+    auto what = [&] { return std::string(name) + " " + t->shape.str(); };
+    if (overlaps(out.o.data, no, t->data, nt)) fail(api, o() + " overlaps the input " + what());
+    if (overlaps(out.final_state.data, ns, t->data, nt)) fail(api, st() + " overlaps the input " + what());
   }
 }
 
@@ -134,7 +135,7 @@ template <class Spec, InputScalar Scalar>
 shape_t state_shape(const inputs<Scalar>& in, const options& opt = {}) {
   static_assert(detail::validate<Spec>());
   return detail::make_problem<Spec>("linstate::state_shape", in, tensor_view<Scalar>{}, tensor_view<float>{}, "state", opt,
-                                    /*o_given=*/false)
+                                    /*o_given=*/false, /*host_data=*/false)
       .state_shape();
 }
 

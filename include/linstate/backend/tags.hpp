@@ -8,8 +8,12 @@ struct cpu {
   int threads = 0;
 };
 
-//! The CUDA backend (declared here so CPU-only code can name it; its implementation lives under
-//! cuda/ and is only visible to translation units that include <linstate/cuda.cuh>).
-struct cuda;
+//! The CUDA backend: work is enqueued on `stream` (a cudaStream_t, held as void* so that this header
+//! needs no CUDA include; nullptr = the legacy default stream). CPU-only code can name and build it;
+//! its forward() overloads live under cuda/ and are visible only to translation units that include
+//! <linstate/cuda.cuh>.
+struct cuda {
+  void* stream = nullptr;
+};
 
 }  // namespace linstate

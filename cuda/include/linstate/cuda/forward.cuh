@@ -1,0 +1,286 @@
+// linstate/cuda/forward.cuh — linstate::forward and linstate::forward_in_place on linstate::cuda.
+//
+// Same arguments, same checks and the same results as the CPU backend (up to fp32 rounding), with
+// every tensor in device memory except cu_seqlens, which stays a host array:
+// \code
+//   #include <linstate/cuda.cuh>                      // from a .cu translation unit
+//   linstate::inputs<Eigen::bfloat16> in;              // q, k, v, g, router_logits... device pointers
+//   in.cu_seqlens = host_offsets;                      // host span (copied by the call)
+//   linstate::forward<sse_n4k1s>(linstate::cuda{stream}, in, {o, final_state});
+//   linstate::forward_in_place<sse_n4k1s>(linstate::cuda{stream}, step, state, o_step);   // decode
+// \endcode
+//
+// Stream semantics: everything is enqueued on `be.stream` (nullptr = the legacy default stream) and
+// the call returns without synchronising the host with the device (no cudaDeviceSynchronize,
+// cudaStreamSynchronize or blocking copy inside). Scratch memory (routing tables, partial outputs,
+// the device copy of cu_seqlens) is one stream-ordered allocation per call from a library-owned pool
+// (detail/scratch.cuh): cudaMallocFromPoolAsync and cudaFreeAsync on that stream.
+// The host array behind `in.cu_seqlens` is read (checked, then copied through a pageable staging
+// copy) before the call returns, so it must stay valid until the call returns, and no longer.
+// Input tensors must stay valid, and outputs untouched, until the stream has run the call's work.
+//
+// What runs: the router (router::top_k) in one kernel, then the recurrent kernel (kernels/
+// recurrent.cuh; for a decode step only on the partitions each token touches) for every algorithm —
+// linstate::chunked<C> and linstate::automatic also run the recurrent kernel FOR NOW (exact, but one
+// token at a time; the tensor-core chunked kernels are the next step of the CUDA backend) — then,
+// when a token has several reading partitions, a deterministic pass that sums their outputs. The strategies linstate::mask and linstate::varlen
+// give the same results by construction (a partition skips the tokens that neither write nor read
+// it), so both run the same kernels.
+//
+// Errors: bad input throws linstate::error before anything is launched or allocated (the shape
+// checks of the CPU backend, plus: pointers that are host memory, K > 512, N > 256 with
+// router::top_k). CUDA failures throw linstate::cuda_error. Router logits are checked on the device:
+// a token whose logits hold NaN or ±inf routes to no partition (routed states untouched) and its
+// output row becomes NaN; linstate::check_router_logits() turns that into an exception on request.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <linstate/algorithm.hpp>
+#include <linstate/backend/tags.hpp>
+#include <linstate/detail/problem.hpp>
+#include <linstate/forward.hpp>
+#include <linstate/io_types.hpp>
+
+#include "buffer.cuh"
+#include "check.cuh"
+#include "detail/scalar.cuh"
+#include "detail/scratch.cuh"
+#include "kernels/recurrent.cuh"
+#include "kernels/router.cuh"
+
+namespace linstate {
+namespace cuda_detail {
+
+inline cudaStream_t stream_of(const cuda& be) { return static_cast<cudaStream_t>(be.stream); }
+
+//! Throws linstate::error when a given tensor is plain (unregistered) host memory.
+template <class T>
+void require_device(const std::string& api, const char* name, const tensor_view<T>& t) {
+  if (t.empty() || t.numel() == 0) return;
+  cudaPointerAttributes at{};
+  check(cudaPointerGetAttributes(&at, static_cast<const void*>(t.data)), "cudaPointerGetAttributes", api.c_str());
+  if (at.type == cudaMemoryTypeUnregistered)
+    detail::fail(api, std::string(name) + " " + t.shape.str() +
+                          " is host memory; the CUDA backend reads device memory (cudaMalloc, linstate::device_buffer; "
+                          "pinned and managed memory work too). Only cu_seqlens is a host array");
+}
+
+template <class Scalar>
+void require_device_inputs(const std::string& api, const inputs<Scalar>& in) {
+  require_device(api, "q", in.q), require_device(api, "k", in.k), require_device(api, "v", in.v);
+  require_device(api, "g", in.g), require_device(api, "beta", in.beta);
+  require_device(api, "shared.q", in.shared.q), require_device(api, "shared.k", in.shared.k);
+  require_device(api, "shared.g", in.shared.g), require_device(api, "shared.beta", in.shared.beta);
+  require_device(api, "router_logits", in.router_logits), require_device(api, "initial_state", in.initial_state);
+}
+
+//! Limits of this session's kernels, checked before anything is launched.
+inline void require_supported(const std::string& api, const detail::problem& pb) {
+  if (pb.K > max_k)
+    detail::fail(api, "K = " + std::to_string(pb.K) + " but the CUDA recurrent kernel holds at most K = " +
+                          std::to_string(max_k) + " state rows per block");
+  if (pb.router == detail::router_kind::top_k && pb.N > max_router_partitions)
+    detail::fail(api, "N = " + std::to_string(pb.N) + " routed partitions, but the CUDA router handles at most " +
+                          std::to_string(max_router_partitions));
+  if (pb.P > 65535) detail::fail(api, "more than 65535 partitions");
+  if ((pb.V + tile_v - 1) / tile_v > 65535) detail::fail(api, "V is too large for the CUDA grid");
+}
+
+template <class Scalar>
+device_source<device_scalar_t<Scalar>> source_of(const tensor_view<const Scalar>& q, const tensor_view<const Scalar>& k,
+                                                 const tensor_view<const Scalar>& g, const tensor_view<const Scalar>& beta) {
+  return {device_ptr(q.data), device_ptr(k.data), device_ptr(g.data), device_ptr(beta.data)};
+}
+
+//! Enqueues the whole forward pass. `state_in` may be null (zeros), `state_out` may be null (not
+//! wanted); in place, state_in == state_out and untouched partitions are not accessed at all.
+template <class Scalar>
+void run(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, const float* state_in, float* state_out,
+         bool in_place, Scalar* o, const char* api) {
+  using Dev = device_scalar_t<Scalar>;
+  const cudaStream_t stream = stream_of(be);
+  const index_t tokens = pb.tokens();
+  const bool routed = pb.router == detail::router_kind::top_k;
+  const int R = (pb.shared ? 1 : 0) + static_cast<int>(routed ? pb.kr : pb.N);  // read slots per token
+  const bool direct = R == 1;
+  index_t longest = 0;
+  for (std::size_t i = 0; i + 1 < pb.seq.size(); ++i) longest = std::max(longest, pb.seq[i + 1] - pb.seq[i]);
+  // Decode grid (SPEC §11 C8): blocks only for the partitions the single token of each sequence touches.
+  const bool compact = routed && longest <= 1 && (in_place || state_out == nullptr);
+
+  // --- one scratch allocation: cu_seqlens, routing tables, partial outputs ----------------------
+  const std::size_t n_route = routed ? static_cast<std::size_t>(tokens * pb.N) : 0;
+  const std::size_t n_part = direct ? 0 : static_cast<std::size_t>(tokens * pb.HV * R * pb.V);
+  scratch_layout lay;
+  const std::size_t at_seq = lay.add(in.cu_seqlens.empty() ? 0 : pb.seq.size() * sizeof(index_t));
+  const std::size_t at_w = lay.add(2 * n_route * sizeof(float));
+  const std::size_t at_meta = lay.add(n_route * sizeof(std::uint32_t));
+  const std::size_t at_part = lay.add(n_part * sizeof(float));
+  device_buffer<unsigned char> scratch;
+  if (lay.bytes) scratch = device_buffer<unsigned char>(lay.bytes, stream, scratch_pool(api));
+  auto at = [&](std::size_t off) { return static_cast<void*>(scratch.data() + off); };
+  const index_t* seq = nullptr;
+  if (!in.cu_seqlens.empty()) {
+    // pb.seq is pageable host memory: the copy is staged before cudaMemcpyAsync returns.
+    check(cudaMemcpyAsync(at(at_seq), pb.seq.data(), pb.seq.size() * sizeof(index_t), cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync(cu_seqlens)", api);
+    seq = static_cast<const index_t*>(at(at_seq));
+  }
+  float* cw = n_route ? static_cast<float*>(at(at_w)) : nullptr;
+  float* cr = n_route ? cw + n_route : nullptr;
+  std::uint32_t* meta = n_route ? static_cast<std::uint32_t*>(at(at_meta)) : nullptr;
+  float* o_part = n_part ? static_cast<float*>(at(at_part)) : nullptr;
+
+  if (n_route) {
+    router_params<Dev> rp;
+    rp.tokens = tokens, rp.N = static_cast<int>(pb.N), rp.kw = pb.kw, rp.kr = pb.kr;
+    rp.gate_write = router::has(pb.gates, router::gate::write), rp.gate_read = router::has(pb.gates, router::gate::read);
+    rp.renormalize = pb.renormalize, rp.round_to_input = pb.round_to_input;
+    rp.first_slot = pb.shared ? 1 : 0;
+    rp.logits = device_ptr(in.router_logits.data);
+    rp.cw = cw, rp.cr = cr, rp.meta = meta;
+    rp.o_nan = direct ? device_ptr(o) : nullptr;
+    rp.row = pb.HV * pb.V;
+    constexpr int threads = 128;
+    router_kernel<Dev><<<static_cast<unsigned>((tokens + threads - 1) / threads), threads, 0, stream>>>(rp);
+    check_launch("router_kernel", api);
+  }
+
+  recurrent_params<Dev> p;
+  p.T = pb.T, p.H = static_cast<int>(pb.H), p.HV = static_cast<int>(pb.HV), p.K = static_cast<int>(pb.K);
+  p.V = static_cast<int>(pb.V), p.N = static_cast<int>(pb.N), p.P = static_cast<int>(pb.P), p.R = R;
+  p.shared = pb.shared, p.l2norm = pb.l2norm, p.in_place = in_place, p.compact = compact, p.scale = pb.scale;
+  p.seq = seq;
+  p.main = source_of(in.q, in.k, in.g, in.beta);
+  p.shr = source_of(in.shared.q, in.shared.k, in.shared.g, in.shared.beta);
+  p.v = device_ptr(in.v.data);
+  p.cw = cw, p.cr = cr, p.meta = meta;
+  p.state_in = state_in, p.state_out = state_out;
+  p.o = device_ptr(o), p.o_part = o_part;
+
+  const index_t tasks = pb.S * pb.HV;
+  if (tasks > 0) {
+    const int warps = static_cast<int>((pb.K + rows_per_warp - 1) / rows_per_warp);
+    const index_t touched = compact ? (pb.shared ? 1 : 0) + std::max(pb.kw, pb.kr) : pb.P;
+    const dim3 grid(static_cast<unsigned>(tasks), static_cast<unsigned>(touched),
+                    static_cast<unsigned>((pb.V + tile_v - 1) / tile_v));
+    const dim3 block(static_cast<unsigned>(32 * warps));
+    const std::size_t smem = recurrent_smem_bytes(warps);
+    switch (pb.decay) {
+      case decay_kind::none: recurrent_kernel<decay_kind::none, Dev><<<grid, block, smem, stream>>>(p); break;
+      case decay_kind::scalar: recurrent_kernel<decay_kind::scalar, Dev><<<grid, block, smem, stream>>>(p); break;
+      case decay_kind::diagonal: recurrent_kernel<decay_kind::diagonal, Dev><<<grid, block, smem, stream>>>(p); break;
+      case decay_kind::delta: recurrent_kernel<decay_kind::delta, Dev><<<grid, block, smem, stream>>>(p); break;
+    }
+    check_launch("recurrent_kernel", api);
+  }
+
+  if (n_part) {
+    constexpr int threads = 256;
+    const index_t rows = tokens * pb.HV, total = rows * pb.V;
+    combine_kernel<Dev><<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(
+        o_part, device_ptr(o), rows, R, static_cast<int>(pb.V), static_cast<int>(pb.HV), meta, static_cast<int>(pb.N));
+    check_launch("combine_kernel", api);
+  }
+  // the scratch memory is released here with cudaFreeAsync, ordered after the kernels
+}
+
+template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
+void forward(const cuda& be, const inputs<Scalar>& in, const outputs<Scalar>& out, Algorithm = {}, Strategy = {},
+             const options& opt = {}) {
+  static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
+  const char* api = "linstate::forward (cuda)";
+  const detail::problem pb = detail::make_problem<Spec>(api, in, out.o, out.final_state, "final_state", opt,
+                                                        /*o_given=*/true, /*host_data=*/false);
+  detail::check_no_alias(api, in, out, "final_state");
+  require_device_inputs(api, in);
+  require_device(api, "o", out.o), require_device(api, "final_state", out.final_state);
+  require_supported(api, pb);
+  run(be, pb, in, in.initial_state.data, out.final_state.data, /*in_place=*/false, out.o.data, api);
+}
+
+}  // namespace cuda_detail
+
+//! \brief Forward pass of variant `Spec` on the GPU: `linstate::forward<Spec>(linstate::cuda{stream},
+//! in, out[, algorithm[, strategy[, options]]])`, the arguments of the CPU overload with device
+//! pointers (cu_seqlens stays a host span). Reads `in`, writes `out.o` `[B,T,HV,V]` and, when given,
+//! `out.final_state` `[S,P,HV,K,V]` fp32, on `be.stream`, without synchronising (see the top of
+//! this header). Throws linstate::error on bad input before anything is launched.
+//!
+//! (It takes its arguments as a pack and forwards them to cuda_detail::forward, whose signature is
+//! the documented one, so that it wins overload resolution against forward.hpp's "header not
+//! included" catch-all; pass the options as `linstate::options{...}`, not as a bare braced list.)
+template <class Spec, class... Args>
+void forward(const cuda& be, Args&&... args) {
+  cuda_detail::forward<Spec>(be, std::forward<Args>(args)...);
+}
+
+//! \brief Forward pass that updates `state` `[S,P,HV,K,V]` (device, fp32) in place: the initial state
+//! on entry, the final state when the stream has run the call. The decode API: with T = 1 it reads
+//! and writes only the shared partition and the selected partitions' states (SPEC §11 C8); every
+//! other partition is not accessed at all. `in.initial_state` must be empty.
+template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
+void forward_in_place(const cuda& be, const inputs<Scalar>& in, const tensor_view<float>& state,
+                      const tensor_view<Scalar>& o, Algorithm = {}, Strategy = {}, const options& opt = {}) {
+  static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
+  const char* api = "linstate::forward_in_place (cuda)";
+  if (!in.initial_state.empty())
+    detail::fail(api, "in.initial_state must be empty: the state argument is both the initial and the final state");
+  if (state.empty()) detail::fail(api, "state is required: [S,P,HV,K,V] fp32");
+  const detail::problem pb = detail::make_problem<Spec>(api, in, o, state, "state", opt, /*o_given=*/true,
+                                                        /*host_data=*/false);
+  detail::check_no_alias(api, in, outputs<Scalar>{o, state}, "state");
+  cuda_detail::require_device_inputs(api, in);
+  cuda_detail::require_device(api, "o", o), cuda_detail::require_device(api, "state", state);
+  cuda_detail::require_supported(api, pb);
+  cuda_detail::run(be, pb, in, state.data, state.data, /*in_place=*/true, o.data, api);
+}
+
+//! \brief The state shape `[S, P, HV, K, V]` variant `Spec` uses for these (device) inputs; checks
+//! their shapes without reading device memory.
+template <class Spec, InputScalar Scalar>
+shape_t state_shape(const cuda&, const inputs<Scalar>& in, const options& opt = {}) {
+  static_assert(detail::validate<Spec>());
+  return detail::make_problem<Spec>("linstate::state_shape (cuda)", in, tensor_view<Scalar>{}, tensor_view<float>{}, "state",
+                                    opt, /*o_given=*/false, /*host_data=*/false)
+      .state_shape();
+}
+
+//! \brief Throws linstate::error, naming the token and partition, if device `router_logits` `[B,T,N]`
+//! hold a NaN or ±inf. Unlike forward(), this SYNCHRONISES with `be.stream` (it reads the answer
+//! back): call it where an exception is worth a round trip (tests, debugging, a training step's
+//! guard). forward() itself never stops on such logits: see the top of this header.
+template <InputScalar Scalar>
+void check_router_logits(const cuda& be, const tensor_view<const Scalar>& router_logits) {
+  const char* api = "linstate::check_router_logits";
+  if (router_logits.empty() || router_logits.numel() == 0) return;
+  if (router_logits.rank() != 3) detail::fail(api, "router_logits has shape " + router_logits.shape.str() + " but must be [B,T,N]");
+  cuda_detail::require_device(api, "router_logits", router_logits);
+  const cudaStream_t stream = cuda_detail::stream_of(be);
+  const index_t numel = router_logits.numel();
+  unsigned long long first = static_cast<unsigned long long>(numel);
+  device_buffer<unsigned long long> d_first(1, stream);
+  cuda_detail::check(cudaMemcpyAsync(d_first.data(), &first, sizeof first, cudaMemcpyHostToDevice, stream),
+                     "cudaMemcpyAsync", api);
+  constexpr int threads = 256;
+  cuda_detail::nonfinite_kernel<<<static_cast<unsigned>((numel + threads - 1) / threads), threads, 0, stream>>>(
+      cuda_detail::device_ptr(router_logits.data), numel, d_first.data());
+  cuda_detail::check_launch("nonfinite_kernel", api);
+  cuda_detail::check(cudaMemcpyAsync(&first, d_first.data(), sizeof first, cudaMemcpyDeviceToHost, stream),
+                     "cudaMemcpyAsync", api);
+  cuda_detail::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", api);
+  if (first < static_cast<unsigned long long>(numel)) {
+    const index_t N = router_logits.size(2), i = static_cast<index_t>(first);
+    detail::fail(api, "router_logits " + router_logits.shape.str() + " holds a non-finite value at token " +
+                          std::to_string(i / N) + ", partition " + std::to_string(i % N));
+  }
+}
+
+}  // namespace linstate

@@ -1,0 +1,89 @@
+// linstate/cuda/kernels/router.cuh — the top-k router on the device (SPEC §4.4, §11 C1–C3).
+//
+// One thread per token: fp32 softmax of the N logits, top-kw write set and top-kr read set with the
+// lowest-index tie rule (detail::softmax and detail::in_top_k, the very functions the CPU backend
+// runs), and per (token, partition) the write weight, the read weight and a 32-bit word
+//   bits 0–1  detail::route_write | detail::route_read
+//   bit  2    route_nonfinite: this token's logits hold NaN or ±inf (then no routed partition is
+//             written or read, and the token's output row is set to NaN)
+//   bits 8–   the token's read slot of this partition: (shared ? 1 : 0) + the number of read
+//             partitions with a lower index. The recurrent kernel writes a reading partition's
+//             contribution into that slot, and the combine pass sums the slots in ascending order.
+#pragma once
+
+#include <cstdint>
+
+#include <linstate/detail/router.hpp>
+#include <linstate/tensor.hpp>
+
+#include "../detail/scalar.cuh"
+
+namespace linstate::cuda_detail {
+
+inline constexpr std::uint32_t route_nonfinite = 4;
+inline constexpr int route_slot_shift = 8;
+//! Largest N the device router accepts (it keeps the N logits of a token in thread-local memory).
+inline constexpr int max_router_partitions = 256;
+
+template <class Dev>
+struct router_params {
+  index_t tokens = 0;
+  int N = 0, kw = 1, kr = 1;
+  bool gate_write = true, gate_read = true, renormalize = false, round_to_input = false;
+  int first_slot = 0;             // 1 with a shared partition (it owns slot 0)
+  const Dev* logits = nullptr;    // [tokens, N]
+  float* cw = nullptr;            // [tokens, N] write weight (0 where not written)
+  float* cr = nullptr;            // [tokens, N] read weight (0 where not read)
+  std::uint32_t* meta = nullptr;  // [tokens, N] flags and read slot (above)
+  Dev* o_nan = nullptr;           // output [tokens, row] to fill with NaN for a non-finite token, or null
+  index_t row = 0;                // HV·V
+};
+
+template <class Dev>
+__global__ void router_kernel(const router_params<Dev> p) {
+  const index_t t = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= p.tokens) return;
+  const int N = p.N;
+  float x[max_router_partitions], pr[max_router_partitions];
+  bool finite = true;
+  for (int n = 0; n < N; ++n) {
+    x[n] = to_f32(p.logits[t * N + n]);
+    finite &= finite_f32(x[n]);
+  }
+  const index_t base = t * N;
+  if (!finite) {
+    for (int n = 0; n < N; ++n) p.cw[base + n] = 0.f, p.cr[base + n] = 0.f, p.meta[base + n] = route_nonfinite;
+    if (p.o_nan)
+      for (index_t i = 0; i < p.row; ++i) p.o_nan[t * p.row + i] = from_f32<Dev>(quiet_nan());
+    return;
+  }
+  detail::softmax(x, N, pr);
+  if (p.round_to_input)
+    for (int n = 0; n < N; ++n) pr[n] = to_f32(from_f32<Dev>(pr[n]));
+  float sw = 0.f, sr = 0.f;
+  std::uint32_t slot = static_cast<std::uint32_t>(p.first_slot);
+  for (int n = 0; n < N; ++n) {
+    std::uint32_t f = 0;
+    if (detail::in_top_k(pr, N, p.kw, n)) f |= detail::route_write, sw += pr[n];
+    if (detail::in_top_k(pr, N, p.kr, n)) f |= detail::route_read, sr += pr[n];
+    if (f & detail::route_read) f |= slot++ << route_slot_shift;
+    p.meta[base + n] = f;
+  }
+  for (int n = 0; n < N; ++n) {
+    const std::uint32_t f = p.meta[base + n];
+    const float pw = p.renormalize ? pr[n] / sw : pr[n];
+    const float pq = p.renormalize ? pr[n] / sr : pr[n];
+    p.cw[base + n] = (f & detail::route_write) ? (p.gate_write ? pw : 1.f) : 0.f;
+    p.cr[base + n] = (f & detail::route_read) ? (p.gate_read ? pq : 1.f) : 0.f;
+  }
+}
+
+//! Finds the first non-finite logit: atomicMin of its flat index into *first (initialised to
+//! numel by the caller).
+template <class Dev>
+__global__ void nonfinite_kernel(const Dev* x, index_t numel, unsigned long long* first) {
+  const index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < numel && !finite_f32(to_f32(x[i]))) atomicMin(first, static_cast<unsigned long long>(i));
+}
+
+}  // namespace linstate::cuda_detail

@@ -1,0 +1,457 @@
+// SPDX-License-Identifier: Apache-2.0
+//! \file cuda/tests/test_cuda.cu
+//! \brief The CUDA backend against the CPU backend on the same inputs (STYLE habit 5): outputs and
+//! final states of every decay, router and partition policy, fp32 at `max|a − b| ≤ 1e-5·max|ref|` and
+//! bf16/fp16 at fla's ratio 0.005 (SPEC §9.3); the decode step's frozen partitions (SPEC §11 C8); bad
+//! input refused before any launch.
+//!
+//! A GPU-only binary: it exits 77 (Meson: SKIP) when there is no usable GPU, so it holds no CPU-only
+//! check. doctest's CHECKs run in host code on host copies (STYLE habit 12).
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <linstate/cuda.cuh>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "random_inputs.hpp"
+#include "variants.hpp"
+
+namespace {
+
+using linstate::index_t;
+using linstate::tensor;
+using namespace linstate_test;
+
+using namespace linstate_cuda_test;
+
+constexpr double fp32_tol = 1e-5;   // max|a − b| ≤ 1e-5 · max|ref|
+constexpr double ratio_tol = 0.005;  // SPEC §9.3 (fla: GLA o, ht; GDN o, ht)
+
+void cuda_ok(cudaError_t e) { REQUIRE_MESSAGE(e == cudaSuccess, cudaGetErrorString(e)); }
+
+// --- host ↔ device -------------------------------------------------------------------------------
+
+//! Device copies of a host `inputs<Scalar>` (cu_seqlens stays the host span).
+template <class Scalar>
+struct device_inputs {
+  std::vector<linstate::device_buffer<Scalar>> bufs;
+  linstate::device_buffer<float> h0;
+  linstate::inputs<Scalar> in;
+
+  explicit device_inputs(const linstate::inputs<Scalar>& host) : in(host) {
+    bufs.reserve(10);
+    in.q = up(host.q), in.k = up(host.k), in.v = up(host.v), in.g = up(host.g), in.beta = up(host.beta);
+    in.shared.q = up(host.shared.q), in.shared.k = up(host.shared.k), in.shared.g = up(host.shared.g);
+    in.shared.beta = up(host.shared.beta), in.router_logits = up(host.router_logits);
+    if (!host.initial_state.empty()) {
+      h0 = linstate::device_buffer<float>(static_cast<std::size_t>(host.initial_state.numel()));
+      h0.upload(host.initial_state.data);
+      in.initial_state = h0.view(host.initial_state.shape);
+    }
+  }
+  linstate::tensor_view<const Scalar> up(const linstate::tensor_view<const Scalar>& t) {
+    if (t.empty()) return {};
+    bufs.emplace_back(static_cast<std::size_t>(t.numel()));
+    bufs.back().upload(t.data);
+    return bufs.back().view(t.shape);
+  }
+};
+
+template <class T>
+tensor<T> download(const linstate::device_buffer<T>& d, const linstate::shape_t& s) {
+  tensor<T> h(s);
+  d.download(h.data());
+  cuda_ok(cudaDeviceSynchronize());
+  return h;
+}
+
+template <class T>
+linstate::device_buffer<T> upload(const tensor<T>& h) {
+  linstate::device_buffer<T> d(static_cast<std::size_t>(h.numel()));
+  d.upload(h.data());
+  return d;
+}
+
+//! The inputs of `data` in element type Scalar (rounded from fp32 for bf16/fp16; fp32 state).
+template <class Scalar>
+struct host_inputs {
+  const random_inputs& data;
+  std::conditional_t<std::is_same_v<Scalar, float>, int, cast_inputs<Scalar>> cast;
+  explicit host_inputs(const random_inputs& d) : data(d), cast(make(d)) {}
+  static auto make(const random_inputs& d) {
+    if constexpr (std::is_same_v<Scalar, float>) return 0;
+    else return cast_inputs<Scalar>(d);
+  }
+  linstate::inputs<Scalar> view(bool with_initial_state = true) const {
+    if constexpr (std::is_same_v<Scalar, float>) return data.view(with_initial_state);
+    else return cast.view(with_initial_state);
+  }
+};
+
+template <class Scalar>
+struct gpu_result {
+  tensor<Scalar> o;
+  tensor<float> state;
+};
+
+//! CPU (recurrent) and CUDA forward passes on the same inputs.
+template <class Spec, class Scalar = float, class Strategy = linstate::varlen, class Algorithm = linstate::recurrent>
+std::pair<linstate::result<Scalar>, gpu_result<Scalar>> both(const random_inputs& data, const linstate::options& opt = {}) {
+  const host_inputs<Scalar> hin(data);
+  const linstate::inputs<Scalar> in = hin.view();
+  linstate::result<Scalar> ref{tensor<Scalar>(data.output_shape()), tensor<float>(data.state_shape())};
+  cpu_forward<Spec>(in, linstate::outputs<Scalar>{ref.o.view(), ref.final_state.view()}, Strategy::gather == false, opt);
+
+  device_inputs<Scalar> din(in);
+  linstate::device_buffer<Scalar> o(static_cast<std::size_t>(data.output_shape().numel()));
+  linstate::device_buffer<float> st(static_cast<std::size_t>(data.state_shape().numel()));
+  cudaStream_t stream{};
+  cuda_ok(cudaStreamCreate(&stream));
+  linstate::forward<Spec>(linstate::cuda{stream}, din.in,
+                          linstate::outputs<Scalar>{o.view(data.output_shape()), st.view(data.state_shape())}, Algorithm{},
+                          Strategy{}, opt);
+  cuda_ok(cudaStreamSynchronize(stream));
+  cuda_ok(cudaStreamDestroy(stream));
+  cuda_ok(cudaGetLastError());
+  return {std::move(ref), gpu_result<Scalar>{download(o, data.output_shape()), download(st, data.state_shape())}};
+}
+
+//! fp32: outputs and final states within 1e-5 of the CPU's.
+template <class Spec, class Strategy = linstate::varlen>
+void check_fp32(const random_inputs& data, const linstate::options& opt = {}) {
+  const auto [ref, got] = both<Spec, float, Strategy>(data, opt);
+  const double eo = max_rel_err(got.o, ref.o), es = max_rel_err(got.state, ref.final_state);
+  INFO("o err " << eo << ", state err " << es);
+  CHECK(eo <= fp32_tol);
+  CHECK(es <= fp32_tol);
+}
+
+//! bf16 / fp16: fla's ratio on o; the fp32 state (same rounded inputs, fp32 arithmetic) within 1e-5.
+template <class Spec, class Scalar>
+void check_low(const random_inputs& data) {
+  const auto [ref, got] = both<Spec, Scalar>(data);
+  const double ro = rms_ratio(got.o, ref.o), es = max_rel_err(got.state, ref.final_state);
+  INFO("o ratio " << ro << ", state err " << es);
+  CHECK(ro <= ratio_tol);
+  CHECK(es <= fp32_tol);
+}
+
+template <class Spec>
+random_inputs make(const sizes& d, std::uint64_t seed, bool h0 = true, std::vector<std::int64_t> cu = {},
+                   const linstate::options& opt = {}) {
+  config c = config_for<Spec>(d, opt);
+  c.initial_state = h0;
+  c.cu_seqlens = std::move(cu);
+  return random_inputs(c, seed);
+}
+
+// --- fp32 parity -------------------------------------------------------------------------------
+
+TEST_CASE("GLA: B > 1, grouped value heads, V != K, initial state") {
+  const auto data = make<gla>({.B = 3, .T = 40, .H = 2, .HV = 4, .K = 48, .V = 40}, 1);
+  check_fp32<gla>(data);
+  SUBCASE("chunked<C> and automatic run the recurrent kernel for now: the same bits") {
+    const auto a = both<gla, float, linstate::varlen, linstate::recurrent>(data).second;
+    const auto b = both<gla, float, linstate::varlen, linstate::chunked<64>>(data).second;
+    const auto c = both<gla, float, linstate::varlen, linstate::automatic>(data).second;
+    CHECK(bit_equal(detail::flat(a.o), detail::flat(b.o)));
+    CHECK(bit_equal(detail::flat(a.state), detail::flat(b.state)));
+    CHECK(bit_equal(detail::flat(a.o), detail::flat(c.o)));
+  }
+  SUBCASE("no initial state, no final state wanted") {
+    const auto d0 = make<gla>({.B = 2, .T = 9, .H = 1, .HV = 1, .K = 16, .V = 16}, 2, /*h0=*/false);
+    tensor<float> ref_o(d0.output_shape());
+    cpu_forward<gla>(d0.view(), linstate::outputs<float>{ref_o.view(), {}}, false, {});
+    device_inputs<float> din(d0.view());
+    linstate::device_buffer<float> o(static_cast<std::size_t>(d0.output_shape().numel()));
+    linstate::forward<gla>(linstate::cuda{}, din.in, linstate::outputs<float>{o.view(d0.output_shape()), {}});
+    CHECK(max_rel_err(download(o, d0.output_shape()), ref_o) <= fp32_tol);
+  }
+}
+
+TEST_CASE("decays none and scalar") {
+  check_fp32<gla_none>(make<gla_none>({.B = 2, .T = 33, .H = 2, .HV = 2, .K = 32, .V = 64}, 3));
+  check_fp32<gla_scalar>(make<gla_scalar>({.B = 2, .T = 33, .H = 1, .HV = 2, .K = 40, .V = 24}, 4));
+}
+
+TEST_CASE("SSE-n4k1 + shared: mask and varlen arguments") {
+  const auto data = make<sse_n4k1s>({.B = 2, .T = 50, .H = 2, .HV = 2, .K = 64, .V = 64}, 5);
+  check_fp32<sse_n4k1s, linstate::mask>(data);
+  check_fp32<sse_n4k1s, linstate::varlen>(data);
+  const auto m = both<sse_n4k1s, float, linstate::mask>(data).second;
+  const auto v = both<sse_n4k1s, float, linstate::varlen>(data).second;
+  CHECK(bit_equal(detail::flat(m.o), detail::flat(v.o)));
+  CHECK(bit_equal(detail::flat(m.state), detail::flat(v.state)));
+}
+
+TEST_CASE("SSE-n8k2, three V tiles, K of four warps") {
+  check_fp32<sse_n8k2>(make<sse_n8k2>({.B = 2, .T = 45, .H = 2, .HV = 2, .K = 128, .V = 96, .N = 8}, 6));
+}
+
+TEST_CASE("kw != kr") {
+  check_fp32<sse_w2r1s>(make<sse_w2r1s>({.B = 2, .T = 30, .H = 1, .HV = 2, .K = 32, .V = 48}, 7));
+  check_fp32<sse_w1r3, linstate::mask>(make<sse_w1r3>({.B = 1, .T = 41, .H = 2, .HV = 2, .K = 24, .V = 32}, 8));
+}
+
+TEST_CASE("router options: gates none, write-only gate with renormalisation, rounding to the input type") {
+  check_fp32<sse_nogates>(make<sse_nogates>({.B = 2, .T = 30, .H = 2, .HV = 2, .K = 32, .V = 32}, 9));
+  check_fp32<sse_renorm_w>(make<sse_renorm_w>({.B = 1, .T = 30, .H = 2, .HV = 2, .K = 32, .V = 32, .N = 8}, 10));
+  check_fp32<sse_round>(make<sse_round>({.B = 1, .T = 30, .H = 2, .HV = 2, .K = 32, .V = 32}, 11));
+}
+
+TEST_CASE("router::dense over routed partitions; dynamic N, kw, kr and an explicit scale") {
+  check_fp32<dense3s>(make<dense3s>({.B = 2, .T = 20, .H = 1, .HV = 1, .K = 32, .V = 32, .N = 3}, 12));
+  linstate::options opt;
+  opt.num_partitions = 6, opt.num_writer = 2, opt.num_reader = 1, opt.scale = 0.3f;
+  check_fp32<sse_dyn>(make<sse_dyn>({.B = 2, .T = 25, .H = 2, .HV = 2, .K = 32, .V = 40, .N = 6}, 13, true, {}, opt), opt);
+}
+
+TEST_CASE("gated delta rule (l2norm and plain) and SSE over it") {
+  check_fp32<gdn>(make<gdn>({.B = 2, .T = 40, .H = 2, .HV = 2, .K = 64, .V = 128}, 14));
+  check_fp32<gdn_plain>(make<gdn_plain>({.B = 2, .T = 40, .H = 1, .HV = 2, .K = 32, .V = 32}, 15));
+  check_fp32<sse_gdn>(make<sse_gdn>({.B = 2, .T = 40, .H = 2, .HV = 2, .K = 64, .V = 64}, 16));
+  check_fp32<sse_gdn_w2r1>(make<sse_gdn_w2r1>({.B = 1, .T = 40, .H = 1, .HV = 1, .K = 96, .V = 32}, 17));
+}
+
+TEST_CASE("packed cu_seqlens with an empty sequence") {
+  const std::vector<std::int64_t> cu{0, 17, 17, 40, 41, 64};
+  check_fp32<sse_n4k1s>(make<sse_n4k1s>({.B = 1, .T = 64, .H = 2, .HV = 2, .K = 32, .V = 48}, 18, true, cu));
+  check_fp32<sse_gdn>(make<sse_gdn>({.B = 1, .T = 64, .H = 2, .HV = 2, .K = 32, .V = 32}, 19, true, cu));
+  check_fp32<gla>(make<gla>({.B = 1, .T = 64, .H = 1, .HV = 2, .K = 16, .V = 16}, 20, false, cu));
+}
+
+TEST_CASE("K not a multiple of 32, and K = 256 / 512 (8 and 16 warps)") {
+  check_fp32<gla>(make<gla>({.B = 1, .T = 12, .H = 1, .HV = 1, .K = 20, .V = 8}, 21));
+  check_fp32<sse_n4k1s>(make<sse_n4k1s>({.B = 1, .T = 20, .H = 1, .HV = 1, .K = 256, .V = 64}, 22));
+  check_fp32<sse_gdn>(make<sse_gdn>({.B = 1, .T = 12, .H = 1, .HV = 1, .K = 512, .V = 32}, 23));
+}
+
+// --- reduced precision -------------------------------------------------------------------------
+
+TEST_CASE("bf16 and fp16 inputs") {
+  const sizes d{.B = 2, .T = 40, .H = 2, .HV = 2, .K = 64, .V = 64};
+  SUBCASE("bf16") {
+    check_low<gla, Eigen::bfloat16>(make<gla>(d, 24));
+    check_low<sse_n4k1s, Eigen::bfloat16>(make<sse_n4k1s>(d, 25));
+    check_low<sse_n8k2, Eigen::bfloat16>(make<sse_n8k2>({.B = 2, .T = 40, .H = 2, .HV = 2, .K = 64, .V = 64, .N = 8}, 26));
+    check_low<sse_gdn, Eigen::bfloat16>(make<sse_gdn>(d, 27));
+  }
+  SUBCASE("fp16") {
+    check_low<gla, Eigen::half>(make<gla>(d, 28));
+    check_low<sse_gdn, Eigen::half>(make<sse_gdn>(d, 29));
+  }
+}
+
+// --- decode (SPEC §11 C8) ----------------------------------------------------------------------
+
+//! One decode step (T = 1, forward_in_place) with every partition that the step does not select
+//! filled with a NaN payload: afterwards those partitions must still hold exactly those bits (never
+//! read into the computation, never written), and everything else must match the CPU in-place step.
+template <class Spec, class Scalar = float>
+void check_decode_step(const sizes& d, std::uint64_t seed, std::vector<std::int64_t> cu = {}) {
+  random_inputs data = make<Spec>(d, seed, /*h0=*/true, std::move(cu));
+  host_inputs<Scalar> hin(data);
+  const linstate::inputs<Scalar> in = hin.view(/*with_initial_state=*/false);
+  // which routed partitions does each sequence's single token write or read?
+  tensor<float> state = data.initial_state;
+  const auto pb = linstate::detail::make_problem<Spec>("test", in, linstate::tensor_view<Scalar>{}, state.view(), "state", {},
+                                                      /*o_given=*/false);
+  linstate::detail::routing routing;
+  linstate::detail::compute_routing(pb, in.router_logits, routing);
+  const float payload = std::bit_cast<float>(0x7fc0beefu);
+  const index_t block = pb.HV * pb.K * pb.V;
+  std::vector<bool> frozen(static_cast<std::size_t>(pb.S * pb.P), false);
+  for (index_t s = 0; s < pb.S; ++s) {
+    const index_t t = pb.seq[static_cast<std::size_t>(s)];
+    const bool empty = pb.seq[static_cast<std::size_t>(s + 1)] == t;  // touches nothing, not even the shared partition
+    for (index_t p = 0; p < pb.P; ++p) {
+      const bool is_shared = pb.shared && p == 0;
+      const index_t n = p - (pb.shared ? 1 : 0);
+      if (empty || (!is_shared && routing.flags[static_cast<std::size_t>(t * pb.N + n)] == 0)) {
+        frozen[static_cast<std::size_t>(s * pb.P + p)] = true;
+        std::fill_n(state.data() + (s * pb.P + p) * block, block, payload);
+      }
+    }
+  }
+  tensor<float> ref_state = state;
+  tensor<Scalar> ref_o(data.output_shape());
+  cpu_forward_in_place<Spec>(in, ref_state.view(), ref_o.view());
+
+  device_inputs<Scalar> din(in);
+  auto d_state = upload(state);
+  linstate::device_buffer<Scalar> d_o(static_cast<std::size_t>(ref_o.numel()));
+  linstate::forward_in_place<Spec>(linstate::cuda{}, din.in, d_state.view(state.shape()), d_o.view(ref_o.shape()));
+  const tensor<float> got_state = download(d_state, state.shape());
+  const tensor<Scalar> got_o = download(d_o, ref_o.shape());
+
+  index_t n_frozen = 0;
+  double err = 0, scale = 0;
+  for (index_t s = 0; s < pb.S; ++s)
+    for (index_t p = 0; p < pb.P; ++p) {
+      const std::span<const float> a = state_block(got_state, s, p);
+      const std::span<const float> b = state_block(std::as_const(ref_state), s, p);
+      if (frozen[static_cast<std::size_t>(s * pb.P + p)]) {
+        ++n_frozen;
+        CHECK_MESSAGE(bit_equal(a, state_block(state, s, p)), "sequence " << s << " partition " << p << " was touched");
+        continue;
+      }
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
+        scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+      }
+    }
+  CHECK(n_frozen > 0);
+  CHECK(err <= fp32_tol * scale);
+  if constexpr (std::is_same_v<Scalar, float>) CHECK(max_rel_err(got_o, ref_o) <= fp32_tol);
+  else CHECK(rms_ratio(got_o, ref_o) <= ratio_tol);
+}
+
+TEST_CASE("decode step: unselected partitions are neither read nor written (NaN-filled, bit-identical)") {
+  check_decode_step<sse_n4k1s>({.B = 6, .T = 1, .H = 2, .HV = 2, .K = 64, .V = 64}, 30);
+  check_decode_step<sse_n8k2>({.B = 4, .T = 1, .H = 2, .HV = 4, .K = 32, .V = 96, .N = 8}, 31);
+  check_decode_step<sse_w1r3>({.B = 4, .T = 1, .H = 1, .HV = 1, .K = 32, .V = 32}, 32);
+  check_decode_step<sse_gdn>({.B = 4, .T = 1, .H = 2, .HV = 2, .K = 64, .V = 64}, 33);
+  check_decode_step<sse_n4k1s, Eigen::bfloat16>({.B = 8, .T = 1, .H = 2, .HV = 2, .K = 128, .V = 128}, 34);
+  // packed: one token per sequence, two sequences empty
+  check_decode_step<sse_n4k1s>({.B = 1, .T = 3, .H = 2, .HV = 2, .K = 32, .V = 32}, 36, {0, 1, 1, 2, 2, 3});
+  check_decode_step<sse_w2r1s>({.B = 1, .T = 3, .H = 1, .HV = 2, .K = 32, .V = 32}, 37, {0, 0, 1, 2, 3});
+}
+
+TEST_CASE("prefill, then decode steps in place, as on the CPU") {
+  const sizes d{.B = 3, .T = 24, .H = 2, .HV = 2, .K = 32, .V = 32};
+  const random_inputs data = make<sse_n4k1s>(d, 35);
+  const random_inputs prefill = data.slice_time(0, 20);
+  const auto [ref, got] = both<sse_n4k1s>(prefill);
+  tensor<float> cpu_state = ref.final_state;
+  auto d_state = upload(got.state);
+  double err_o = 0;
+  for (index_t t = 20; t < 24; ++t) {
+    const random_inputs step = data.slice_time(t, t + 1);
+    const auto in = step.view(false);
+    tensor<float> o_ref(step.output_shape());
+    cpu_forward_in_place<sse_n4k1s>(in, cpu_state.view(), o_ref.view());
+    device_inputs<float> din(in);
+    linstate::device_buffer<float> d_o(static_cast<std::size_t>(o_ref.numel()));
+    linstate::forward_in_place<sse_n4k1s>(linstate::cuda{}, din.in, d_state.view(cpu_state.shape()), d_o.view(o_ref.shape()));
+    err_o = std::max(err_o, max_rel_err(download(d_o, o_ref.shape()), o_ref));
+  }
+  CHECK(err_o <= fp32_tol);
+  CHECK(max_rel_err(download(d_state, cpu_state.shape()), cpu_state) <= fp32_tol);
+}
+
+// --- errors ------------------------------------------------------------------------------------
+
+TEST_CASE("bad input throws linstate::error before any launch") {
+  const auto data = make<sse_n4k1s>({.B = 2, .T = 8, .H = 1, .HV = 1, .K = 32, .V = 32}, 40);
+  device_inputs<float> din(data.view());
+  const linstate::shape_t os = data.output_shape(), ss = data.state_shape();
+  linstate::device_buffer<float> o(static_cast<std::size_t>(os.numel())), st(static_cast<std::size_t>(ss.numel()));
+  cuda_ok(cudaMemset(o.data(), 0x7f, o.size() * sizeof(float)));
+  cuda_ok(cudaMemset(st.data(), 0x7f, st.size() * sizeof(float)));
+  const linstate::outputs<float> out{o.view(os), st.view(ss)};
+  const linstate::cuda be{};
+  auto untouched = [&] {
+    const auto a = download(o, os);
+    const auto b = download(st, ss);
+    bool same = true;
+    for (float x : a.values()) same &= std::bit_cast<std::uint32_t>(x) == 0x7f7f7f7fu;
+    for (float x : b.values()) same &= std::bit_cast<std::uint32_t>(x) == 0x7f7f7f7fu;
+    return same;
+  };
+
+  SUBCASE("a shape mismatch") {
+    auto in = din.in;
+    in.v.shape = {2, 8, 1, 16};
+    CHECK_THROWS_AS(linstate::forward<sse_n4k1s>(be, in, out), linstate::error);
+  }
+  SUBCASE("a host pointer") {
+    auto in = din.in;
+    in.q = data.q.view();
+    CHECK_THROWS_WITH_AS(linstate::forward<sse_n4k1s>(be, in, out), doctest::Contains("q [2,8,1,32] is host memory"),
+                         linstate::error);
+  }
+  SUBCASE("bad cu_seqlens") {
+    auto in = din.in;
+    const std::vector<std::int64_t> cu{0, 5, 3};
+    in.cu_seqlens = cu;
+    CHECK_THROWS_AS(linstate::forward<sse_n4k1s>(be, in, out), linstate::error);
+  }
+  SUBCASE("in place with an initial state") {
+    CHECK_THROWS_AS(linstate::forward_in_place<sse_n4k1s>(be, din.in, st.view(ss), o.view(os)), linstate::error);
+  }
+  SUBCASE("K above the kernel's limit") {
+    const auto big = make<gla>({.B = 1, .T = 2, .H = 1, .HV = 1, .K = 544, .V = 4}, 41, false);
+    device_inputs<float> dbig(big.view());
+    linstate::device_buffer<float> ob(static_cast<std::size_t>(big.output_shape().numel()));
+    CHECK_THROWS_WITH_AS(linstate::forward<gla>(be, dbig.in, linstate::outputs<float>{ob.view(big.output_shape()), {}}),
+                         doctest::Contains("K = 544"), linstate::error);
+  }
+  CHECK(untouched());
+  cuda_ok(cudaGetLastError());
+}
+
+TEST_CASE("non-finite router logits: no partition routed, output row NaN; check_router_logits throws") {
+  random_inputs data = make<sse_n4k1s>({.B = 1, .T = 10, .H = 1, .HV = 1, .K = 32, .V = 32}, 42);
+  const index_t bad = 5;
+  data.router_logits[bad * 4 + 2] = std::numeric_limits<float>::quiet_NaN();
+  device_inputs<float> din(data.view());
+  CHECK_THROWS_WITH_AS(linstate::check_router_logits(linstate::cuda{}, din.in.router_logits),
+                       doctest::Contains("token 5, partition 2"), linstate::error);
+  linstate::device_buffer<float> o(static_cast<std::size_t>(data.output_shape().numel()));
+  linstate::device_buffer<float> st(static_cast<std::size_t>(data.state_shape().numel()));
+  linstate::forward<sse_n4k1s>(linstate::cuda{}, din.in, linstate::outputs<float>{o.view(data.output_shape()), st.view(data.state_shape())});
+  const auto got = download(o, data.output_shape());
+  for (index_t t = 0; t < 10; ++t)
+    for (index_t j = 0; j < 32; ++j) CHECK(std::isnan(got[t * 32 + j]) == (t == bad));
+  CHECK(all_finite(download(st, data.state_shape())));
+  SUBCASE("in a decode step: the routed partitions of that sequence are not touched") {
+    random_inputs step = make<sse_n4k1s>({.B = 3, .T = 1, .H = 1, .HV = 1, .K = 32, .V = 32}, 44);
+    step.router_logits[1 * 4 + 0] = std::numeric_limits<float>::infinity();
+    device_inputs<float> ds(step.view(false));
+    auto d_state = upload(step.initial_state);
+    linstate::device_buffer<float> d_o(static_cast<std::size_t>(step.output_shape().numel()));
+    linstate::forward_in_place<sse_n4k1s>(linstate::cuda{}, ds.in, d_state.view(step.state_shape()), d_o.view(step.output_shape()));
+    const auto o1 = download(d_o, step.output_shape());
+    const auto st1 = download(d_state, step.state_shape());
+    for (index_t j = 0; j < 32; ++j) CHECK(std::isnan(o1[1 * 32 + j]));
+    for (index_t p = 1; p < 5; ++p) CHECK(bit_equal(state_block(st1, 1, p), state_block(step.initial_state, 1, p)));
+    CHECK(!bit_equal(state_block(st1, 1, 0), state_block(step.initial_state, 1, 0)));  // the shared one ran
+    for (index_t j = 0; j < 32; ++j) CHECK((std::isfinite(o1[j]) && std::isfinite(o1[2 * 32 + j])));
+  }
+  // finite logits pass
+  const auto ok = make<sse_n4k1s>({.B = 1, .T = 10, .H = 1, .HV = 1, .K = 32, .V = 32}, 43);
+  device_inputs<float> dok(ok.view());
+  CHECK_NOTHROW(linstate::check_router_logits(linstate::cuda{}, dok.in.router_logits));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    std::printf("SKIP: no usable CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    return 77;  // Meson: SKIP
+  }
+  cudaFuncAttributes fa{};
+  if (cudaFuncGetAttributes(&fa, linstate::cuda_detail::combine_kernel<float>) != cudaSuccess) {
+    cudaDeviceProp prop{};
+    (void)cudaGetDeviceProperties(&prop, 0);
+    std::printf("SKIP: this build has no kernel image for %s (sm_%d%d): configure with -Dgpu_arch=%d.%d\n", prop.name,
+                prop.major, prop.minor, prop.major, prop.minor);
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  (void)cudaGetDeviceProperties(&prop, 0);
+  std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}
