@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
   if (Ts.empty()) Ts = {1024, 4096, 16384, 65536};
   std::printf("%-10s %8s %12s %12s %14s %12s\n", "variant", "T", "peak MiB", "caller MiB", "bwd growth MiB",
               "peak-caller");
+  std::fflush(stdout);  // else each forked child repeats the buffered header
   for (index_t T : Ts) measure<gla>(T);
   for (index_t T : Ts) measure<sse_n4k1s>(T);
 }
