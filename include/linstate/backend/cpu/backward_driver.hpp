@@ -87,12 +87,7 @@ void run_backward(const cpu& be, const problem& pb, const inputs<Scalar>& in, co
 #pragma omp parallel num_threads(nthreads) if (parallel)
 #endif
   {
-#if LINSTATE_HAS_OPENMP
-    // The kernels' Eigen products must stay on this thread: without this, a team of one (threads =
-    // 1, or work below the threshold) is an inactive region and Eigen would fork a nested team for
-    // every small product. The setting is local to this thread's task and ends with the region.
-    omp_set_num_threads(1);
-#endif
+    keep_eigen_on_this_thread();
     recurrent_bwd_scratch rsc;
     chunk_bwd_scratch csc;
     delta_bwd_scratch dsc;
@@ -121,9 +116,7 @@ void run_backward(const cpu& be, const problem& pb, const inputs<Scalar>& in, co
           const bool is_shared = pb.shared && p == 0;
           const int fam = is_shared ? 1 : 0;
           const index_t n = p - (pb.shared ? 1 : 0);
-          stream st;
-          if (is_shared || !routed) st = stream{len, all_tokens.data() + tok0, nullptr, nullptr, nullptr};
-          else st = rs.get(s, n, N);
+          const stream st = partition_stream(pb, s, p, routed, rs, all_tokens.data());
           dcw_step.assign(static_cast<std::size_t>(st.n), 0.f);
           dcr_step.assign(static_cast<std::size_t>(st.n), 0.f);
           const index_t off = ((s * P + p) * HV + hv) * K * V;

@@ -60,12 +60,32 @@ inline int thread_count(const cpu& be) {
 #endif
 }
 
+//! Called first inside the drivers' parallel regions: the kernels' Eigen products must stay on the
+//! calling thread. Without it, a team of one (threads = 1, or work below the threshold) is an
+//! inactive region and Eigen would fork a nested team for every small product. The setting is local
+//! to this thread's task and ends with the region.
+inline void keep_eigen_on_this_thread() {
+#if LINSTATE_HAS_OPENMP
+  omp_set_num_threads(1);
+#endif
+}
+
+//! The stream partition p of sequence s sees: every token with weight 1 (shared partition, single
+//! partition, dense router), or the routed stream built for (s, n).
+inline stream partition_stream(const problem& pb, index_t s, index_t p, bool routed, const routed_streams& rs,
+                               const index_t* all_tokens) {
+  const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
+  const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
+  if ((pb.shared && p == 0) || !routed) return stream{len, all_tokens + tok0, nullptr, nullptr, nullptr};
+  return rs.get(s, p - (pb.shared ? 1 : 0), pb.N);
+}
+
 //! Runs the forward pass with the state updated in place ([S,P,HV,K,V] fp32) and o written.
 //! `Chunk` = 0 selects the recurrent kernel.
 template <decay_kind D, class Scalar>
 void run(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* state, Scalar* o, index_t chunk,
          bool gather) {
-  const index_t S = pb.S, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P, N = pb.N;
+  const index_t S = pb.S, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P;
   detail::routing rt;
   routed_streams rs;
   const bool routed = pb.router == detail::router_kind::top_k;
@@ -92,12 +112,7 @@ void run(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* stat
 #pragma omp parallel num_threads(nthreads) if (parallel)
 #endif
   {
-#if LINSTATE_HAS_OPENMP
-    // The kernels' Eigen products must stay on this thread: without this, a team of one (threads =
-    // 1, or work below the threshold) is an inactive region and Eigen would fork a nested team for
-    // every small product. The setting is local to this thread's task and ends with the region.
-    omp_set_num_threads(1);
-#endif
+    keep_eigen_on_this_thread();
     recurrent_scratch rsc;
     chunk_scratch csc;
     delta_scratch dsc;
@@ -117,9 +132,7 @@ void run(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* stat
       for (index_t p = 0; p < P; ++p) {
         const bool is_shared = pb.shared && p == 0;
         const source<Scalar>& src = is_shared ? shared_src : main_src;
-        stream st;
-        if (is_shared || !routed) st = stream{len, all_tokens.data() + tok0, nullptr, nullptr, nullptr};
-        else st = rs.get(s, p - (pb.shared ? 1 : 0), N);
+        const stream st = partition_stream(pb, s, p, routed, rs, all_tokens.data());
         if (st.n == 0) continue;
         const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, o_acc.data(), tok0};
         if (chunk == 0) run_recurrent<D>(pb, src, st, tg, rsc);

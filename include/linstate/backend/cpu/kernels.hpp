@@ -193,6 +193,17 @@ struct chunk_scratch {
 inline constexpr float single_gemm_span = 40.f;
 inline constexpr index_t sub_chunk = 16;
 
+//! o_acc[token] += O.row(i) for the steps c0 + i of a chunk that read the partition.
+inline void add_read_rows(const stream& st, index_t c0, index_t m, const RowMat& O, const target& tg, index_t V) {
+  for (index_t i = 0; i < m; ++i) {
+    const index_t s = c0 + i;
+    if (!(st.flag(s) & detail::route_read)) continue;
+    float* __restrict o = tg.o_acc + (st.token[s] - tg.tok0) * V;
+    const float* __restrict src = O.row(i).data();
+    for (index_t j = 0; j < V; ++j) o[j] += src[j];
+  }
+}
+
 //! Intra-chunk scores for strong decays (SPEC §2.3 step 2, §8 rules 1–3): sub-chunks of 16 rows;
 //! an off-diagonal block (I, J), I > J, is one product with the reference row r = first row of I,
 //!   A_IJ = (Q_I ⊙ e^{Γ_I − Γ_r}) (K_J ⊙ e^{Γ_r − Γ_J})ᵀ   (both factors ≤ 1);
@@ -310,14 +321,7 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
         Hm.noalias() += Kd.transpose() * Vc;
       }
     }
-    if (any_r)
-      for (index_t i = 0; i < m; ++i) {
-        const index_t s = c0 + i;
-        if (!(st.flag(s) & detail::route_read)) continue;
-        float* __restrict o = tg.o_acc + (st.token[s] - tg.tok0) * V;
-        const float* __restrict src_o = sc.O.row(i).data();
-        for (index_t j = 0; j < V; ++j) o[j] += src_o[j];
-      }
+    if (any_r) add_read_rows(st, c0, m, sc.O, tg, V);
   }
 }
 
@@ -420,14 +424,7 @@ void run_chunked_delta(const problem& pb, const source<Scalar>& src, const strea
       Sm *= std::exp(glast);
       Sm.noalias() += Kc.transpose() * Vn;
     }
-    if (any_r)
-      for (index_t i = 0; i < m; ++i) {
-        const index_t s = c0 + i;
-        if (!(st.flag(s) & detail::route_read)) continue;
-        float* __restrict o = tg.o_acc + (st.token[s] - tg.tok0) * V;
-        const float* __restrict src_o = sc.O.row(i).data();
-        for (index_t j = 0; j < V; ++j) o[j] += src_o[j];
-      }
+    if (any_r) add_read_rows(st, c0, m, sc.O, tg, V);
   }
 }
 
