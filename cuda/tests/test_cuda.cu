@@ -21,8 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "random_inputs.hpp"
-#include "variants.hpp"
+#include "gpu_support.cuh"
 
 namespace {
 
@@ -31,76 +30,6 @@ using linstate::tensor;
 using namespace linstate_test;
 
 using namespace linstate_cuda_test;
-
-constexpr double fp32_tol = 1e-5;   // max|a − b| ≤ 1e-5 · max|ref|
-constexpr double ratio_tol = 0.005;  // SPEC §9.3 (fla: GLA o, ht; GDN o, ht)
-
-void cuda_ok(cudaError_t e) { REQUIRE_MESSAGE(e == cudaSuccess, cudaGetErrorString(e)); }
-
-// --- host ↔ device -------------------------------------------------------------------------------
-
-//! Device copies of a host `inputs<Scalar>` (cu_seqlens stays the host span).
-template <class Scalar>
-struct device_inputs {
-  std::vector<linstate::device_buffer<Scalar>> bufs;
-  linstate::device_buffer<float> h0;
-  linstate::inputs<Scalar> in;
-
-  explicit device_inputs(const linstate::inputs<Scalar>& host) : in(host) {
-    bufs.reserve(10);
-    in.q = up(host.q), in.k = up(host.k), in.v = up(host.v), in.g = up(host.g), in.beta = up(host.beta);
-    in.shared.q = up(host.shared.q), in.shared.k = up(host.shared.k), in.shared.g = up(host.shared.g);
-    in.shared.beta = up(host.shared.beta), in.router_logits = up(host.router_logits);
-    if (!host.initial_state.empty()) {
-      h0 = linstate::device_buffer<float>(static_cast<std::size_t>(host.initial_state.numel()));
-      h0.upload(host.initial_state.data);
-      in.initial_state = h0.view(host.initial_state.shape);
-    }
-  }
-  linstate::tensor_view<const Scalar> up(const linstate::tensor_view<const Scalar>& t) {
-    if (t.empty()) return {};
-    bufs.emplace_back(static_cast<std::size_t>(t.numel()));
-    bufs.back().upload(t.data);
-    return bufs.back().view(t.shape);
-  }
-};
-
-template <class T>
-tensor<T> download(const linstate::device_buffer<T>& d, const linstate::shape_t& s) {
-  tensor<T> h(s);
-  d.download(h.data());
-  cuda_ok(cudaDeviceSynchronize());
-  return h;
-}
-
-template <class T>
-linstate::device_buffer<T> upload(const tensor<T>& h) {
-  linstate::device_buffer<T> d(static_cast<std::size_t>(h.numel()));
-  d.upload(h.data());
-  return d;
-}
-
-//! The inputs of `data` in element type Scalar (rounded from fp32 for bf16/fp16; fp32 state).
-template <class Scalar>
-struct host_inputs {
-  const random_inputs& data;
-  std::conditional_t<std::is_same_v<Scalar, float>, int, cast_inputs<Scalar>> cast;
-  explicit host_inputs(const random_inputs& d) : data(d), cast(make(d)) {}
-  static auto make(const random_inputs& d) {
-    if constexpr (std::is_same_v<Scalar, float>) return 0;
-    else return cast_inputs<Scalar>(d);
-  }
-  linstate::inputs<Scalar> view(bool with_initial_state = true) const {
-    if constexpr (std::is_same_v<Scalar, float>) return data.view(with_initial_state);
-    else return cast.view(with_initial_state);
-  }
-};
-
-template <class Scalar>
-struct gpu_result {
-  tensor<Scalar> o;
-  tensor<float> state;
-};
 
 //! CPU (recurrent) and CUDA forward passes on the same inputs.
 template <class Spec, class Scalar = float, class Strategy = linstate::varlen, class Algorithm = linstate::recurrent>
@@ -144,14 +73,6 @@ void check_low(const random_inputs& data) {
   CHECK(es <= fp32_tol);
 }
 
-template <class Spec>
-random_inputs make(const sizes& d, std::uint64_t seed, bool h0 = true, std::vector<std::int64_t> cu = {},
-                   const linstate::options& opt = {}) {
-  config c = config_for<Spec>(d, opt);
-  c.initial_state = h0;
-  c.cu_seqlens = std::move(cu);
-  return random_inputs(c, seed);
-}
 
 // --- fp32 parity -------------------------------------------------------------------------------
 
@@ -434,24 +355,4 @@ TEST_CASE("non-finite router logits: no partition routed, output row NaN; check_
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    std::printf("SKIP: no usable CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;  // Meson: SKIP
-  }
-  cudaFuncAttributes fa{};
-  if (cudaFuncGetAttributes(&fa, linstate::cuda_detail::combine_kernel<float>) != cudaSuccess) {
-    cudaDeviceProp prop{};
-    (void)cudaGetDeviceProperties(&prop, 0);
-    std::printf("SKIP: this build has no kernel image for %s (sm_%d%d): configure with -Dgpu_arch=%d.%d\n", prop.name,
-                prop.major, prop.minor, prop.major, prop.minor);
-    return 77;
-  }
-  cudaDeviceProp prop{};
-  (void)cudaGetDeviceProperties(&prop, 0);
-  std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
-  doctest::Context ctx(argc, argv);
-  return ctx.run();
-}
+int main(int argc, char** argv) { return linstate_cuda_test::gpu_test_main(argc, argv); }
