@@ -52,6 +52,8 @@
 #include "check.cuh"
 #include "detail/scalar.cuh"
 #include "detail/scratch.cuh"
+#include "kernels/chunked.cuh"
+#include "kernels/records.cuh"
 #include "kernels/recurrent.cuh"
 #include "kernels/router.cuh"
 
@@ -93,6 +95,19 @@ inline void require_supported(const std::string& api, const detail::problem& pb)
   if ((pb.V + tile_v - 1) / tile_v > 65535) detail::fail(api, "V is too large for the CUDA grid");
 }
 
+//! Whether `Algorithm` asks for the chunked kernels: chunked<C> always (the GPU kernels use C = 64
+//! whatever C is: the chunk length changes rounding, not the result), automatic when some sequence
+//! is longer than one chunk (as on the CPU: a decode step or a short prompt runs the recurrence).
+template <class Algorithm>
+bool wants_chunked(const detail::problem& pb) {
+  if constexpr (std::is_same_v<Algorithm, recurrent>) return false;
+  else if constexpr (std::is_same_v<Algorithm, automatic>) {
+    for (std::size_t i = 0; i + 1 < pb.seq.size(); ++i)
+      if (pb.seq[i + 1] - pb.seq[i] > chunk_len) return true;
+    return false;
+  } else return true;
+}
+
 template <class Scalar>
 device_source<device_scalar_t<Scalar>> source_of(const tensor_view<const Scalar>& q, const tensor_view<const Scalar>& k,
                                                  const tensor_view<const Scalar>& g, const tensor_view<const Scalar>& beta) {
@@ -103,7 +118,7 @@ device_source<device_scalar_t<Scalar>> source_of(const tensor_view<const Scalar>
 //! wanted); in place, state_in == state_out and untouched partitions are not accessed at all.
 template <class Scalar>
 void run(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, const float* state_in, float* state_out,
-         bool in_place, Scalar* o, const char* api) {
+         bool in_place, Scalar* o, const char* api, bool use_chunked = false) {
   using Dev = device_scalar_t<Scalar>;
   const cudaStream_t stream = stream_of(be);
   const index_t tokens = pb.tokens();
@@ -114,6 +129,8 @@ void run(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, co
   for (std::size_t i = 0; i + 1 < pb.seq.size(); ++i) longest = std::max(longest, pb.seq[i + 1] - pb.seq[i]);
   // Decode grid (SPEC §11 C8): blocks only for the partitions the single token of each sequence touches.
   const bool compact = routed && longest <= 1 && (in_place || state_out == nullptr);
+  const bool chunked = use_chunked && chunked_supported(pb);
+  const record_plan rplan = chunked ? plan_records(pb, chunk_len) : record_plan{};
 
   // --- one scratch allocation: cu_seqlens, routing tables, partial outputs ----------------------
   const std::size_t n_route = routed ? static_cast<std::size_t>(tokens * pb.N) : 0;
@@ -123,6 +140,14 @@ void run(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, co
   const std::size_t at_w = lay.add(2 * n_route * sizeof(float));
   const std::size_t at_meta = lay.add(n_route * sizeof(std::uint32_t));
   const std::size_t at_part = lay.add(n_part * sizeof(float));
+  // chunked: the record table (records.cuh) and per-chunk states / decays (chunked.cuh)
+  const std::size_t n_chunks = chunked ? static_cast<std::size_t>(rplan.max_chunks) : 0;
+  const std::size_t at_flags = lay.add(rplan.flag_count * sizeof(int));
+  const std::size_t at_segc = lay.add(chunked ? static_cast<std::size_t>(pb.S * pb.P + 1) * sizeof(index_t) : 0);
+  const std::size_t at_cseg = lay.add(n_chunks * sizeof(int));
+  const std::size_t at_rtok = lay.add(n_chunks * chunk_len * sizeof(int));
+  const std::size_t at_hbuf = lay.add(n_chunks * static_cast<std::size_t>(pb.HV * pb.K * pb.V) * sizeof(float));
+  const std::size_t at_gbuf = lay.add(n_chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
   device_buffer<unsigned char> scratch;
   if (lay.bytes) scratch = device_buffer<unsigned char>(lay.bytes, stream, scratch_pool(api));
   auto at = [&](std::size_t off) { return static_cast<void*>(scratch.data() + off); };
@@ -153,33 +178,58 @@ void run(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, co
     check_launch("router_kernel", api);
   }
 
-  recurrent_params<Dev> p;
-  p.T = pb.T, p.H = static_cast<int>(pb.H), p.HV = static_cast<int>(pb.HV), p.K = static_cast<int>(pb.K);
-  p.V = static_cast<int>(pb.V), p.N = static_cast<int>(pb.N), p.P = static_cast<int>(pb.P), p.R = R;
-  p.shared = pb.shared, p.l2norm = pb.l2norm, p.in_place = in_place, p.compact = compact, p.scale = pb.scale;
-  p.seq = seq;
-  p.main = source_of(in.q, in.k, in.g, in.beta);
-  p.shr = source_of(in.shared.q, in.shared.k, in.shared.g, in.shared.beta);
-  p.v = device_ptr(in.v.data);
-  p.cw = cw, p.cr = cr, p.meta = meta;
-  p.state_in = state_in, p.state_out = state_out;
-  p.o = device_ptr(o), p.o_part = o_part;
-
-  const index_t tasks = pb.S * pb.HV;
-  if (tasks > 0) {
-    const int warps = static_cast<int>((pb.K + rows_per_warp - 1) / rows_per_warp);
-    const index_t touched = compact ? (pb.shared ? 1 : 0) + std::max(pb.kw, pb.kr) : pb.P;
-    const dim3 grid(static_cast<unsigned>(tasks), static_cast<unsigned>(touched),
-                    static_cast<unsigned>((pb.V + tile_v - 1) / tile_v));
-    const dim3 block(static_cast<unsigned>(32 * warps));
-    const std::size_t smem = recurrent_smem_bytes(warps);
+  if (chunked) {
+    chunk_params<Dev> c;
+    c.T = pb.T, c.H = static_cast<int>(pb.H), c.HV = static_cast<int>(pb.HV), c.K = static_cast<int>(pb.K);
+    c.V = static_cast<int>(pb.V), c.N = static_cast<int>(pb.N), c.P = static_cast<int>(pb.P), c.S = static_cast<int>(pb.S);
+    c.R = R, c.first_routed = rplan.first_routed, c.shared = pb.shared, c.in_place = in_place, c.scale = pb.scale;
+    c.main = source_of(in.q, in.k, in.g, in.beta);
+    c.shr = source_of(in.shared.q, in.shared.k, in.shared.g, in.shared.beta);
+    c.v = device_ptr(in.v.data);
+    c.cw = cw, c.cr = cr, c.meta = meta;
+    auto* seg_chunk = static_cast<index_t*>(at(at_segc));
+    auto* chunk_seg = static_cast<int*>(at(at_cseg));
+    auto* rec_tok = static_cast<int*>(at(at_rtok));
+    build_records(pb, rplan, chunk_len, seq, meta, rplan.flag_count ? static_cast<int*>(at(at_flags)) : nullptr, seg_chunk,
+                  chunk_seg, rec_tok, stream, scratch_pool(api), api);
+    c.rt = record_table{chunk_len, c.S, c.P, seg_chunk, chunk_seg, rec_tok, rplan.max_chunks};
+    c.state_in = state_in, c.state_out = state_out;
+    c.hbuf = static_cast<float*>(at(at_hbuf)), c.gbuf = static_cast<float*>(at(at_gbuf));
+    c.o = device_ptr(o), c.o_part = o_part;
     switch (pb.decay) {
-      case decay_kind::none: recurrent_kernel<decay_kind::none, Dev><<<grid, block, smem, stream>>>(p); break;
-      case decay_kind::scalar: recurrent_kernel<decay_kind::scalar, Dev><<<grid, block, smem, stream>>>(p); break;
-      case decay_kind::diagonal: recurrent_kernel<decay_kind::diagonal, Dev><<<grid, block, smem, stream>>>(p); break;
-      case decay_kind::delta: recurrent_kernel<decay_kind::delta, Dev><<<grid, block, smem, stream>>>(p); break;
+      case decay_kind::none: enqueue_chunked<decay_kind::none, Dev>(c, stream, api); break;
+      case decay_kind::scalar: enqueue_chunked<decay_kind::scalar, Dev>(c, stream, api); break;
+      default: enqueue_chunked<decay_kind::diagonal, Dev>(c, stream, api); break;
     }
-    check_launch("recurrent_kernel", api);
+  } else {
+    recurrent_params<Dev> p;
+    p.T = pb.T, p.H = static_cast<int>(pb.H), p.HV = static_cast<int>(pb.HV), p.K = static_cast<int>(pb.K);
+    p.V = static_cast<int>(pb.V), p.N = static_cast<int>(pb.N), p.P = static_cast<int>(pb.P), p.R = R;
+    p.shared = pb.shared, p.l2norm = pb.l2norm, p.in_place = in_place, p.compact = compact, p.scale = pb.scale;
+    p.seq = seq;
+    p.main = source_of(in.q, in.k, in.g, in.beta);
+    p.shr = source_of(in.shared.q, in.shared.k, in.shared.g, in.shared.beta);
+    p.v = device_ptr(in.v.data);
+    p.cw = cw, p.cr = cr, p.meta = meta;
+    p.state_in = state_in, p.state_out = state_out;
+    p.o = device_ptr(o), p.o_part = o_part;
+
+    const index_t tasks = pb.S * pb.HV;
+    if (tasks > 0) {
+      const int warps = static_cast<int>((pb.K + rows_per_warp - 1) / rows_per_warp);
+      const index_t touched = compact ? (pb.shared ? 1 : 0) + std::max(pb.kw, pb.kr) : pb.P;
+      const dim3 grid(static_cast<unsigned>(tasks), static_cast<unsigned>(touched),
+                      static_cast<unsigned>((pb.V + tile_v - 1) / tile_v));
+      const dim3 block(static_cast<unsigned>(32 * warps));
+      const std::size_t smem = recurrent_smem_bytes(warps);
+      switch (pb.decay) {
+        case decay_kind::none: recurrent_kernel<decay_kind::none, Dev><<<grid, block, smem, stream>>>(p); break;
+        case decay_kind::scalar: recurrent_kernel<decay_kind::scalar, Dev><<<grid, block, smem, stream>>>(p); break;
+        case decay_kind::diagonal: recurrent_kernel<decay_kind::diagonal, Dev><<<grid, block, smem, stream>>>(p); break;
+        case decay_kind::delta: recurrent_kernel<decay_kind::delta, Dev><<<grid, block, smem, stream>>>(p); break;
+      }
+      check_launch("recurrent_kernel", api);
+    }
   }
 
   if (n_part) {
@@ -203,7 +253,7 @@ void forward(const cuda& be, const inputs<Scalar>& in, const outputs<Scalar>& ou
   require_device_inputs(api, in);
   require_device(api, "o", out.o), require_device(api, "final_state", out.final_state);
   require_supported(api, pb);
-  run(be, pb, in, in.initial_state.data, out.final_state.data, /*in_place=*/false, out.o.data, api);
+  run(be, pb, in, in.initial_state.data, out.final_state.data, /*in_place=*/false, out.o.data, api, wants_chunked<Algorithm>(pb));
 }
 
 }  // namespace cuda_detail
@@ -240,7 +290,8 @@ void forward_in_place(const cuda& be, const inputs<Scalar>& in, const tensor_vie
   cuda_detail::require_device_inputs(api, in);
   cuda_detail::require_device(api, "o", o), cuda_detail::require_device(api, "state", state);
   cuda_detail::require_supported(api, pb);
-  cuda_detail::run(be, pb, in, state.data, state.data, /*in_place=*/true, o.data, api);
+  cuda_detail::run(be, pb, in, state.data, state.data, /*in_place=*/true, o.data, api,
+                   cuda_detail::wants_chunked<Algorithm>(pb));
 }
 
 //! \brief The state shape `[S, P, HV, K, V]` variant `Spec` uses for these (device) inputs; checks

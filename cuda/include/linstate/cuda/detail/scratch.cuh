@@ -18,7 +18,7 @@
 
 namespace linstate::cuda_detail {
 
-inline constexpr std::uint64_t scratch_pool_keep = std::uint64_t{64} << 20;  // 64 MiB
+inline constexpr std::uint64_t scratch_pool_keep = ~std::uint64_t{0};  // keep all: a caching allocator
 
 //! The scratch pool of the current device.
 inline cudaMemPool_t scratch_pool(const char* api) {

@@ -1,0 +1,106 @@
+// linstate/cuda/kernels/tile_mma.cuh — block-wide products of shared-memory tiles, C (+)= A·B.
+//
+// The chunked kernels (kernels/chunked.cuh) express every matrix product of a chunk — Q̃·H, Q̃·K̃ᵀ,
+// A·V, K̃ᵀ·V — as one call of tile_mma on operands they staged in shared memory:
+//
+//   C[M×N] fp32 (+)= A[M×Kd] · B[Kd×N]        M, N, Kd multiples of 16
+//
+// with the operand element type Op chosen by the input type:
+//   * __nv_bfloat16 / __half: tensor cores through WMMA 16×16×16 fragments (fp32 accumulators). Each
+//     warp owns whole 16×16 output tiles; an operand that is a transposed copy is read as col_major,
+//     so no transposition is materialised.
+//   * float: exact fp32 on the CUDA cores (no TF32, issue 4): each thread owns 4×4 output elements
+//     and sums over Kd in order with fused multiply-adds.
+// Layout tags: row_major means X(i, k) = X[i·ld + k]; col_major means X(i, k) = X[k·ld + i].
+// Requirements (WMMA): ld a multiple of 8 elements (16-bit) / 4 (fp32 C), tiles 32-byte aligned —
+// the kernels pad their leading dimensions to keep both.
+// The caller synchronises the block before (operands written) and after (C read).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include <type_traits>
+
+namespace linstate::cuda_detail {
+
+struct row_major_t {};
+struct col_major_t {};
+
+template <class L>
+__device__ __forceinline__ int tile_index(int i, int k, int ld) {
+  if constexpr (std::is_same_v<L, row_major_t>) return i * ld + k;
+  else return k * ld + i;
+}
+
+template <class Op>
+inline constexpr bool tensor_core_op = std::is_same_v<Op, __nv_bfloat16> || std::is_same_v<Op, __half>;
+
+template <class L>
+using wmma_layout_t = std::conditional_t<std::is_same_v<L, row_major_t>, nvcuda::wmma::row_major, nvcuda::wmma::col_major>;
+
+//! C[M×N] (row-major, ldc) = (accumulate ? C : 0) + A·B. Whole block; no barrier inside.
+template <class LA, class LB, class Op>
+__device__ __forceinline__ void tile_mma(float* C, int ldc, const Op* A, int lda, const Op* B, int ldb, int M, int N, int Kd,
+                                         bool accumulate) {
+  if constexpr (tensor_core_op<Op>) {
+    namespace w = nvcuda::wmma;
+    const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
+    const int tn = N / 16, tiles = (M / 16) * tn;
+    for (int tile = warp; tile < tiles; tile += nwarps) {
+      const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+      w::fragment<w::accumulator, 16, 16, 16, float> c;
+      if (accumulate) w::load_matrix_sync(c, C + i0 * ldc + j0, static_cast<unsigned>(ldc), w::mem_row_major);
+      else w::fill_fragment(c, 0.f);
+      for (int k0 = 0; k0 < Kd; k0 += 16) {
+        w::fragment<w::matrix_a, 16, 16, 16, Op, wmma_layout_t<LA>> a;
+        w::fragment<w::matrix_b, 16, 16, 16, Op, wmma_layout_t<LB>> b;
+        w::load_matrix_sync(a, A + tile_index<LA>(i0, k0, lda), static_cast<unsigned>(lda));
+        w::load_matrix_sync(b, B + tile_index<LB>(k0, j0, ldb), static_cast<unsigned>(ldb));
+        w::mma_sync(c, a, b, c);
+      }
+      w::store_matrix_sync(C + i0 * ldc + j0, c, static_cast<unsigned>(ldc), w::mem_row_major);
+    }
+  } else {
+    static_assert(std::is_same_v<Op, float>, "tile_mma: operands are float, __nv_bfloat16 or __half");
+    const int tn = N / 4, tiles = (M / 4) * tn;
+    for (int tile = static_cast<int>(threadIdx.x); tile < tiles; tile += static_cast<int>(blockDim.x)) {
+      const int i0 = (tile / tn) * 4, j0 = (tile % tn) * 4;
+      float acc[4][4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[r][c] = accumulate ? C[(i0 + r) * ldc + j0 + c] : 0.f;
+      for (int k = 0; k < Kd; ++k) {
+        float a[4], b[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) a[r] = A[tile_index<LA>(i0 + r, k, lda)];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) b[c] = B[tile_index<LB>(k, j0 + c, ldb)];
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) C[(i0 + r) * ldc + j0 + c] = acc[r][c];
+    }
+  }
+}
+
+//! Operand element type for input element type Dev: the tensor-core types stay, fp32 stays fp32.
+template <class Dev>
+using operand_t = Dev;
+
+//! fp32 → operand type (round to nearest even).
+template <class Op>
+__device__ __forceinline__ Op to_op(float x) {
+  if constexpr (std::is_same_v<Op, __nv_bfloat16>) return __float2bfloat16_rn(x);
+  else if constexpr (std::is_same_v<Op, __half>) return __float2half_rn(x);
+  else return x;
+}
+
+}  // namespace linstate::cuda_detail
