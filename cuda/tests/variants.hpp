@@ -46,6 +46,28 @@ struct gdn_plain : gla { using decay = dc::gated_delta_rule<false>; };
 struct sse_gdn : sse_n4k1s { using decay = dc::gated_delta_rule<true>; };
 struct sse_gdn_w2r1 : sse_w2r1s { using decay = dc::gated_delta_rule<true>; };
 
+// More variants for the backward tests (test_cuda_backward.cu).
+struct sse_gate_read : sse_w1r3 { using router = rt::top_k<2, 1, rt::top_k_options{.gates = rt::gate::read}>; };
+struct sse_none_s : sse_n4k1s { using decay = dc::none; };
+struct sse_scalar_w2r1 : sse_w1r3 {
+  using decay = dc::scalar;
+  using router = rt::top_k<2, 1>;
+};
+struct sse_gdn_w1r2 : sse_w1r3 {  // kw < kr, no shared partition
+  using decay = dc::gated_delta_rule<true>;
+  using router = rt::top_k<1, 2>;
+};
+struct sse_gdn_renorm : sse_n4k1s {  // C9: the renormalised write weight scales β
+  using decay = dc::gated_delta_rule<true>;
+  using router = rt::top_k<2, 2, rt::top_k_options{.renormalize = true}>;
+};
+struct dense3s_gdn : dense3s { using decay = dc::gated_delta_rule<false>; };
+//! N, kw, kr and the gate use from linstate::options (the fixture cases).
+struct sse_dyn_gates : gla {
+  using partition = pt::routed<linstate::dynamic, pt::shared>;
+  using router = rt::top_k<linstate::dynamic, linstate::dynamic, rt::top_k_options{.dynamic_gates = true}>;
+};
+
 //! linstate::forward<Spec>(linstate::cpu{1 thread}, in, out, recurrent, mask or varlen, opt)
 template <class Spec, class Scalar>
 void cpu_forward(const linstate::inputs<Scalar>& in, const linstate::outputs<Scalar>& out, bool mask,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 
 #include "backend/cpu/backward_driver.hpp"
 #include "forward.hpp"
@@ -102,6 +103,16 @@ gradient_result<Scalar> backward(const cpu& be, const inputs<Scalar>& in, const 
                       view(r.router_logits), view(r.initial_state)};
   backward<Spec>(be, in, d, g, a, s, opt);
   return r;
+}
+
+//! Any other backend: its header was not included (linstate::cuda: <linstate/cuda.cuh>, whose
+//! backward() is more specialised than this one and wins).
+template <class Spec, class Backend, class... Args>
+  requires(!std::is_same_v<std::remove_cvref_t<Backend>, cpu>)
+void backward(const Backend&, Args&&...) {
+  static_assert(detail::dependent_false<Backend>,
+                "linstate: no backward() for this backend value; for linstate::cuda include <linstate/cuda.cuh> "
+                "from a .cu translation unit");
 }
 
 }  // namespace linstate

@@ -26,9 +26,12 @@ namespace detail {
 
 //! The router-only part of a problem for the balance loss: N, kw (and kr, gates, rounding, which
 //! compute_routing also reads), resolved from the variant and the options with the same rules and
-//! messages as make_problem. `logits` must be [B,T,N]; B and T are taken from it.
+//! messages as make_problem. `logits` must be [B,T,N]; B and T are taken from it. The values are
+//! checked for finiteness only when `host_data` is true (device backends pass false: the CUDA
+//! balance_loss cannot read them without a round trip).
 template <class Spec, class Scalar>
-problem make_balance_problem(const std::string& api, const tensor_view<const Scalar>& logits, const options& opt) {
+problem make_balance_problem(const std::string& api, const tensor_view<const Scalar>& logits, const options& opt,
+                             bool host_data = true) {
   using R = typename Spec::router;
   using Pt = typename Spec::partition;
   problem pb;
@@ -90,7 +93,7 @@ problem make_balance_problem(const std::string& api, const tensor_view<const Sca
   if (logits.rank() != 3 || logits.size(2) != pb.N || logits.size(0) < 0 || logits.size(1) < 0)
     fail(api, "router_logits has shape " + logits.shape.str() + " but must be [B,T,N] with N = " + std::to_string(pb.N));
   pb.B = logits.size(0), pb.T = logits.size(1);
-  for (index_t i = 0; i < logits.numel(); ++i)
+  for (index_t i = 0; host_data && i < logits.numel(); ++i)
     if (!std::isfinite(to_float(logits.data[i])))
       fail(api, "router_logits " + logits.shape.str() + " holds a non-finite value at token " + std::to_string(i / pb.N) +
                     ", partition " + std::to_string(i % pb.N));

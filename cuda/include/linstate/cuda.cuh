@@ -4,9 +4,12 @@
 //   #include <linstate/cuda.cuh>
 //   linstate::forward<sse_n4k1s>(linstate::cuda{stream}, in, out);               // device pointers
 //   linstate::forward_in_place<sse_n4k1s>(linstate::cuda{stream}, step, state, o); // decode step
+//   linstate::backward<sse_n4k1s>(linstate::cuda{stream}, in, linstate::cotangents<T>{.o = dO}, grads);
+//   linstate::balance_loss<sse_n4k1s>(linstate::cuda{stream}, in.router_logits, aux_dev, grads.router_logits,
+//                                     0.01f, linstate::gradient_write::accumulate);   // aux_dev: device float*
 // \endcode
-// See linstate/cuda/forward.cuh for the stream and error semantics, and docs/cuda.md for what is
-// implemented so far.
+// See linstate/cuda/forward.cuh for the stream and error semantics, linstate/cuda/backward.cuh and
+// linstate/cuda/balance_loss.cuh for the training side, and docs/cuda.md for what is implemented so far.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -24,3 +27,5 @@
 #include "cuda/buffer.cuh"
 #include "cuda/check.cuh"
 #include "cuda/forward.cuh"
+#include "cuda/backward.cuh"
+#include "cuda/balance_loss.cuh"

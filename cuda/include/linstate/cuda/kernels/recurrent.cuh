@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(tile_v * max_warps, 2) recurrent_kernel(const 
       const index_t i = t * p.N + n;
       f = p.meta[i];
       cw = p.cw[i], cr = p.cr[i];
-      slot = static_cast<int>(f >> route_slot_shift);
+      slot = route_rslot(f);
     }
     const bool wr = f & detail::route_write, rd = f & detail::route_read;
     if (!wr && !rd) continue;  // the same decision for the whole block

@@ -6,9 +6,14 @@
 //   bits 0–1  detail::route_write | detail::route_read
 //   bit  2    route_nonfinite: this token's logits hold NaN or ±inf (then no routed partition is
 //             written or read, and the token's output row is set to NaN)
-//   bits 8–   the token's read slot of this partition: (shared ? 1 : 0) + the number of read
-//             partitions with a lower index. The recurrent kernel writes a reading partition's
-//             contribution into that slot, and the combine pass sums the slots in ascending order.
+//   bits 8–19  the token's READ slot of this partition (when it reads it): (shared ? 1 : 0) + the
+//             number of read partitions with a lower index. The recurrent kernel writes a reading
+//             partition's contribution into that slot, and the combine pass sums the slots in
+//             ascending order. Decode with route_rslot().
+//   bits 20–31 the token's WRITE slot of this partition (when it writes it): (shared ? 1 : 0) + the
+//             number of written partitions with a lower index. The backward pass (backward.cuh)
+//             writes a writing partition's fp32 gradients of k, v, g, β into that slot. Decode with
+//             route_wslot(). The shared partition has read and write slot 0.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +26,18 @@
 namespace linstate::cuda_detail {
 
 inline constexpr std::uint32_t route_nonfinite = 4;
-inline constexpr int route_slot_shift = 8;
+inline constexpr int route_slot_shift = 8;    //!< read slot: bits 8–19
+inline constexpr int route_wslot_shift = 20;  //!< write slot: bits 20–31
+inline constexpr std::uint32_t route_slot_mask = 0xfffu;
+
+//! The read slot of a meta word (meaningful when it has detail::route_read).
+__host__ __device__ __forceinline__ int route_rslot(std::uint32_t f) {
+  return static_cast<int>((f >> route_slot_shift) & route_slot_mask);
+}
+//! The write slot of a meta word (meaningful when it has detail::route_write).
+__host__ __device__ __forceinline__ int route_wslot(std::uint32_t f) {
+  return static_cast<int>((f >> route_wslot_shift) & route_slot_mask);
+}
 //! Largest N the device router accepts (it keeps the N logits of a token in thread-local memory).
 inline constexpr int max_router_partitions = 256;
 
@@ -34,7 +50,7 @@ struct router_params {
   const Dev* logits = nullptr;    // [tokens, N]
   float* cw = nullptr;            // [tokens, N] write weight (0 where not written)
   float* cr = nullptr;            // [tokens, N] read weight (0 where not read)
-  std::uint32_t* meta = nullptr;  // [tokens, N] flags and read slot (above)
+  std::uint32_t* meta = nullptr;  // [tokens, N] flags, read slot and write slot (above)
   Dev* o_nan = nullptr;           // output [tokens, row] to fill with NaN for a non-finite token, or null
   index_t row = 0;                // HV·V
 };
@@ -61,12 +77,13 @@ __global__ void router_kernel(const router_params<Dev> p) {
   if (p.round_to_input)
     for (int n = 0; n < N; ++n) pr[n] = to_f32(from_f32<Dev>(pr[n]));
   float sw = 0.f, sr = 0.f;
-  std::uint32_t slot = static_cast<std::uint32_t>(p.first_slot);
+  std::uint32_t slot = static_cast<std::uint32_t>(p.first_slot), wslot = slot;
   for (int n = 0; n < N; ++n) {
     std::uint32_t f = 0;
     if (detail::in_top_k(pr, N, p.kw, n)) f |= detail::route_write, sw += pr[n];
     if (detail::in_top_k(pr, N, p.kr, n)) f |= detail::route_read, sr += pr[n];
     if (f & detail::route_read) f |= slot++ << route_slot_shift;
+    if (f & detail::route_write) f |= wslot++ << route_wslot_shift;
     p.meta[base + n] = f;
   }
   for (int n = 0; n < N; ++n) {

@@ -1,0 +1,389 @@
+// linstate/cuda/backward.cuh — linstate::backward on linstate::cuda.
+//
+// Same arguments, same checks and the same results as the CPU overload (include/linstate/backward.hpp),
+// up to fp32 rounding, with every tensor in device memory except cu_seqlens (a host span):
+// \code
+//   #include <linstate/cuda.cuh>
+//   linstate::gradients<Eigen::bfloat16> g{.q = dq, .k = dk, .v = dv, .g = dg,
+//                                          .shared = {dq1, dk1, dg1}, .router_logits = deta, .initial_state = dh0};
+//   linstate::backward<sse_n4k1s>(linstate::cuda{stream}, in, linstate::cotangents<Eigen::bfloat16>{.o = dO}, g);
+// \endcode
+// (The CUDA backward takes its arguments as a pack, as forward.cuh does, so pass the cotangents and
+// the options as named types — linstate::cotangents<Scalar>{...}, linstate::options{...} — not as
+// bare braced lists.)
+//
+// Stream semantics: as forward.cuh — everything is enqueued on `be.stream`, no host synchronisation,
+// one stream-ordered scratch allocation from the library's pool; `in.cu_seqlens` is read and copied
+// before the call returns. Errors: bad input throws linstate::error before anything is allocated or
+// launched (the CPU's checks: make_problem, detail::check_gradients — shapes, gradients requested for
+// absent inputs, aliasing — plus: host pointers, K > 512, N > 256 with router::top_k); CUDA failures
+// throw linstate::cuda_error. A token whose router logits are not finite (forward: routed nowhere,
+// output row NaN) gets NaN in every gradient row of that token (q, k, v, g, β, shared.*, logits).
+//
+// What runs, for every algorithm (recurrent, chunked<C>, automatic) and both strategies (mask and
+// varlen give the same results by construction):
+//   1. router_kernel (router::top_k): weights, flags, read and write slots (kernels/router.cuh);
+//   2. recurrent_bwd_kernel (kernels/recurrent_backward.cuh): per (sequence, value head, partition,
+//      V group), checkpointed replay of the forward (a checkpoint every C tokens: C = 64, or the C of
+//      chunked<C> up to 64; the results do not depend on C, bit for bit) and the walk backwards; writes
+//      the per-slot fp32 partial gradients below and dh0;
+//   3. slot_sum_kernel (kernels/gradient_combine.cuh): slots → grads.q/k/v/g/beta and grads.shared.*;
+//   4. router_bwd_kernel: ∂L/∂(write, read weights) → grads.router_logits (SPEC §4.6).
+//
+// ====================================================================================================
+// CONTRACT of the per-slot partial gradients (steps 2 → 3, 4). Any backward kernel (the recurrent one
+// here, a chunked one later) that fills these buffers can reuse steps 3 and 4 unchanged:
+// cuda_detail::bwd_partials (plan / bind), combine_gradients(), router_backward().
+//
+//   tokens = B·T (flat token index t = b·T + τ, packed sequences included)
+//   Rr = read slots per token  = (shared ? 1 : 0) + (router::top_k ? kr : N)
+//   Rw = write slots per token = (shared ? 1 : 0) + (router::top_k ? kw : N)
+//   slots: the shared partition owns read and write slot 0. router::top_k: a routed partition n
+//          that token t reads / writes has slot route_rslot(meta[t,n]) / route_wslot(meta[t,n])
+//          (router_kernel: (shared?1:0) + the number of read / written partitions with a lower
+//          index). router::dense and partition::single: the slot is the partition index p.
+//   Z  = number of V groups the state columns were split over (each writes its own partial sums of the
+//        V columns it owns; combine adds them). A kernel that covers all of V in one block uses Z = 1,
+//        and then every buffer below has exactly the shape without the leading Z.
+//   GK = K (decay::gated_key), 1 (decay::scalar, gated_delta_rule), 0 (decay::none: no dg_part).
+//
+//   dq_part    [Z, tokens, HV, Rr, K]   ∂L/∂q of the partition reading t in that slot, through value
+//                                       head hv: the RAW q (scale, read weight and l2norm backward done)
+//   dk_part    [Z, tokens, HV, Rw, K]   ∂L/∂k (raw k; write weight and l2norm backward done)
+//   dv_part    [tokens, HV, Rw, V]      ∂L/∂v (no Z: the V groups own disjoint columns)
+//   dg_part    [Z, tokens, HV, Rw, GK]  ∂L/∂g (the log-decay input itself)
+//   dbeta_part [Z, tokens, HV, Rw]      ∂L/∂β (delta rule; β as given, before the write gate)
+//   dcw, dcr   [Z, tokens, HV, N]       ∂L/∂(write weight c_w), ∂L/∂(read weight c_r) of routed
+//                                       partition n through value head hv (router::top_k only; the
+//                                       HV axis keeps the sum over heads deterministic without atomics;
+//                                       router_backward adds the heads in ascending order). Only the
+//                                       entries of written (dcw) / read (dcr) partitions are read.
+//   dh0        written directly into gradients.initial_state [S,P,HV,K,V] by the per-partition kernel.
+//   All fp32, row-major, device memory. An entry is defined iff token t uses that slot (every slot
+//   < Rr / Rw is used by every token whose logits are finite); nothing needs zero-filling.
+//   Summation (deterministic): grads.q[t,h] = Σ_{hv of h} Σ_{slot ≥ (shared?1:0)} Σ_z dq_part,
+//   grads.shared.q[t,h] = Σ_{hv of h} Σ_z dq_part[z,t,hv,0]; the same for k, g, β (without the
+//   head sum for g, β); grads.v[t,hv] = Σ_{all write slots} dv_part.
+// ====================================================================================================
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <linstate/algorithm.hpp>
+#include <linstate/backend/tags.hpp>
+#include <linstate/backward.hpp>
+#include <linstate/detail/problem.hpp>
+#include <linstate/io_types.hpp>
+
+#include "buffer.cuh"
+#include "check.cuh"
+#include "detail/scalar.cuh"
+#include "detail/scratch.cuh"
+#include "forward.cuh"
+#include "kernels/gradient_combine.cuh"
+#include "kernels/recurrent_backward.cuh"
+#include "kernels/router.cuh"
+
+namespace linstate {
+namespace cuda_detail {
+
+//! Read slots per token (the Rr of the contract).
+inline int read_slots(const detail::problem& pb) {
+  return (pb.shared ? 1 : 0) + static_cast<int>(pb.router == detail::router_kind::top_k ? pb.kr : pb.N);
+}
+//! Write slots per token (the Rw of the contract).
+inline int write_slots(const detail::problem& pb) {
+  return (pb.shared ? 1 : 0) + static_cast<int>(pb.router == detail::router_kind::top_k ? pb.kw : pb.N);
+}
+
+//! The partial-gradient buffers of the contract above. plan() reserves (in a scratch_layout) only the
+//! buffers whose gradients were requested; bind() turns the offsets into pointers once the scratch
+//! memory exists. Null pointers mean "not wanted": kernels skip those stores.
+struct bwd_partials {
+  int Z = 1, Rr = 1, Rw = 1, GK = 0;
+  float* dq = nullptr;     // [Z, tokens, HV, Rr, K]
+  float* dk = nullptr;     // [Z, tokens, HV, Rw, K]
+  float* dv = nullptr;     // [tokens, HV, Rw, V]
+  float* dg = nullptr;     // [Z, tokens, HV, Rw, GK]
+  float* dbeta = nullptr;  // [Z, tokens, HV, Rw]
+  float* dcw = nullptr;    // [Z, tokens, HV, N]
+  float* dcr = nullptr;    // [Z, tokens, HV, N]
+  index_t zs_q = 0, zs_k = 0, zs_g = 0, zs_b = 0, zs_c = 0;  // floats between two V groups
+
+  template <class Scalar>
+  void plan(const detail::problem& pb, const gradients<Scalar>& g, int z_groups, scratch_layout& lay) {
+    auto wanted = [](const auto& t) { return !t.empty(); };
+    Z = z_groups, Rr = read_slots(pb), Rw = write_slots(pb);
+    GK = pb.decay == decay_kind::diagonal ? static_cast<int>(pb.K) : pb.decay == decay_kind::none ? 0 : 1;
+    const index_t tk = pb.tokens() * pb.HV;
+    zs_q = tk * Rr * pb.K, zs_k = tk * Rw * pb.K, zs_g = tk * Rw * GK, zs_b = tk * Rw, zs_c = tk * pb.N;
+    const bool routed = pb.router == detail::router_kind::top_k;
+    auto add = [&](bool want, index_t floats) { return want ? lay.add(static_cast<std::size_t>(floats) * sizeof(float)) : npos; };
+    at_[0] = add(wanted(g.q) || wanted(g.shared.q), Z * zs_q);
+    at_[1] = add(wanted(g.k) || wanted(g.shared.k), Z * zs_k);
+    at_[2] = add(wanted(g.v), tk * Rw * pb.V);
+    at_[3] = add(GK > 0 && (wanted(g.g) || wanted(g.shared.g)), Z * zs_g);
+    at_[4] = add(pb.uses_beta && (wanted(g.beta) || wanted(g.shared.beta)), Z * zs_b);
+    at_[5] = add(routed && wanted(g.router_logits), Z * zs_c);
+    at_[6] = at_[5] == npos ? npos : lay.add(static_cast<std::size_t>(Z * zs_c) * sizeof(float));
+  }
+  void bind(unsigned char* base) {
+    float** ptr[7] = {&dq, &dk, &dv, &dg, &dbeta, &dcw, &dcr};
+    for (int i = 0; i < 7; ++i) *ptr[i] = at_[i] == npos ? nullptr : reinterpret_cast<float*>(base + at_[i]);
+  }
+
+ private:
+  static constexpr std::size_t npos = ~std::size_t{0};
+  std::size_t at_[7] = {npos, npos, npos, npos, npos, npos, npos};
+};
+
+//! Enqueues router_kernel (router::top_k only): weights cw, cr [tokens, N] and meta words with flags,
+//! read slots and write slots.
+template <class Scalar>
+void launch_router(cudaStream_t stream, const detail::problem& pb, const inputs<Scalar>& in, float* cw, float* cr,
+                   std::uint32_t* meta, const char* api) {
+  using Dev = device_scalar_t<Scalar>;
+  const index_t tokens = pb.tokens();
+  if (tokens == 0) return;
+  router_params<Dev> rp;
+  rp.tokens = tokens, rp.N = static_cast<int>(pb.N), rp.kw = pb.kw, rp.kr = pb.kr;
+  rp.gate_write = router::has(pb.gates, router::gate::write), rp.gate_read = router::has(pb.gates, router::gate::read);
+  rp.renormalize = pb.renormalize, rp.round_to_input = pb.round_to_input;
+  rp.first_slot = pb.shared ? 1 : 0;
+  rp.logits = device_ptr(in.router_logits.data);
+  rp.cw = cw, rp.cr = cr, rp.meta = meta;
+  constexpr int threads = 128;
+  router_kernel<Dev><<<static_cast<unsigned>((tokens + threads - 1) / threads), threads, 0, stream>>>(rp);
+  check_launch("router_kernel", api);
+}
+
+//! Step 3: the partial buffers → the requested gradients of q, k, v, g, β and shared.* (deterministic
+//! slot sums, see the contract). `meta` is router_kernel's output (null without router::top_k): a
+//! token with non-finite logits gets NaN rows.
+template <class Scalar>
+void combine_gradients(cudaStream_t stream, const detail::problem& pb, const bwd_partials& pt,
+                       const std::uint32_t* meta, const gradients<Scalar>& g, const char* api) {
+  using Dev = device_scalar_t<Scalar>;
+  const int first = pb.shared ? 1 : 0;
+  const int H = static_cast<int>(pb.H), HV = static_cast<int>(pb.HV), G = HV / H;
+  auto sum = [&](const tensor_view<Scalar>& out, const float* part, index_t zstride, int Z, int groups, int per_group,
+                 int R, int r0, int r1, int E) {
+    if (out.empty() || out.numel() == 0 || part == nullptr) return;
+    slot_sum_args a;
+    a.part = part, a.zstride = zstride, a.Z = Z, a.tokens = pb.tokens(), a.groups = groups, a.G = per_group;
+    a.R = R, a.r0 = r0, a.r1 = r1, a.E = E, a.meta = meta, a.N = static_cast<int>(pb.N);
+    constexpr int threads = 256;
+    const index_t total = out.numel();
+    slot_sum_kernel<Dev><<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(a, device_ptr(out.data));
+    check_launch("slot_sum_kernel", api);
+  };
+  const int K = static_cast<int>(pb.K), V = static_cast<int>(pb.V);
+  sum(g.q, pt.dq, pt.zs_q, pt.Z, H, G, pt.Rr, first, pt.Rr, K);
+  sum(g.k, pt.dk, pt.zs_k, pt.Z, H, G, pt.Rw, first, pt.Rw, K);
+  sum(g.v, pt.dv, 0, 1, HV, 1, pt.Rw, 0, pt.Rw, V);
+  sum(g.g, pt.dg, pt.zs_g, pt.Z, HV, 1, pt.Rw, first, pt.Rw, pt.GK);
+  sum(g.beta, pt.dbeta, pt.zs_b, pt.Z, HV, 1, pt.Rw, first, pt.Rw, 1);
+  if (pb.shared) {
+    sum(g.shared.q, pt.dq, pt.zs_q, pt.Z, H, G, pt.Rr, 0, 1, K);
+    sum(g.shared.k, pt.dk, pt.zs_k, pt.Z, H, G, pt.Rw, 0, 1, K);
+    sum(g.shared.g, pt.dg, pt.zs_g, pt.Z, HV, 1, pt.Rw, 0, 1, pt.GK);
+    sum(g.shared.beta, pt.dbeta, pt.zs_b, pt.Z, HV, 1, pt.Rw, 0, 1, 1);
+  }
+}
+
+//! Step 4: dcw, dcr → `dlogits` [B,T,N] (router::top_k only; no-op when dlogits is empty).
+template <class Scalar>
+void router_backward(cudaStream_t stream, const detail::problem& pb, const inputs<Scalar>& in, const bwd_partials& pt,
+                     const std::uint32_t* meta, const tensor_view<Scalar>& dlogits, const char* api) {
+  using Dev = device_scalar_t<Scalar>;
+  if (pb.router != detail::router_kind::top_k || dlogits.empty() || pb.tokens() == 0) return;
+  router_bwd_params<Dev> rp;
+  rp.tokens = pb.tokens(), rp.N = static_cast<int>(pb.N), rp.HV = static_cast<int>(pb.HV), rp.Z = pt.Z;
+  rp.gate_write = router::has(pb.gates, router::gate::write), rp.gate_read = router::has(pb.gates, router::gate::read);
+  rp.renormalize = pb.renormalize, rp.round_to_input = pb.round_to_input;
+  rp.logits = device_ptr(in.router_logits.data), rp.meta = meta;
+  rp.dcw = pt.dcw, rp.dcr = pt.dcr, rp.zstride = pt.zs_c;
+  rp.dlogits = device_ptr(dlogits.data);
+  constexpr int threads = 128;
+  router_bwd_kernel<Dev><<<static_cast<unsigned>((pb.tokens() + threads - 1) / threads), threads, 0, stream>>>(rp);
+  check_launch("router_bwd_kernel", api);
+}
+
+//! Blocks of recurrent_bwd_kernel<D> that fit on the device at once (the persistent grid's size).
+template <decay_kind D, class Dev>
+index_t bwd_resident_blocks(const bwd_geometry& geo, const char* api) {
+  int dev = 0, sms = 0, per_sm = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice", api);
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute", api);
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, recurrent_bwd_kernel<D, Dev>, 32 * geo.warps(),
+                                                      recurrent_bwd_smem_bytes(geo)),
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor", api);
+  return static_cast<index_t>(std::max(1, per_sm) * std::max(1, sms));
+}
+
+template <class Dev>
+index_t bwd_resident_blocks(decay_kind d, const bwd_geometry& geo, const char* api) {
+  switch (d) {
+    case decay_kind::none: return bwd_resident_blocks<decay_kind::none, Dev>(geo, api);
+    case decay_kind::scalar: return bwd_resident_blocks<decay_kind::scalar, Dev>(geo, api);
+    case decay_kind::diagonal: return bwd_resident_blocks<decay_kind::diagonal, Dev>(geo, api);
+    case decay_kind::delta: return bwd_resident_blocks<decay_kind::delta, Dev>(geo, api);
+  }
+  return 1;
+}
+
+//! Checkpoint interval of the recurrent backward for `Algorithm`: C of chunked<C> up to 64, else 64.
+template <class Algorithm>
+constexpr int bwd_segment() {
+  if constexpr (requires { Algorithm::chunk_size; })
+    return Algorithm::chunk_size < bwd_default_segment ? Algorithm::chunk_size : bwd_default_segment;
+  else return bwd_default_segment;
+}
+
+//! Enqueues the whole backward pass (steps 1–4) for a checked problem.
+template <class Scalar>
+void run_backward(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, const cotangents<Scalar>& d,
+                  const gradients<Scalar>& g, int segment, const char* api) {
+  using Dev = device_scalar_t<Scalar>;
+  const cudaStream_t stream = stream_of(be);
+  const bool want_any = !(g.q.empty() && g.k.empty() && g.v.empty() && g.g.empty() && g.beta.empty() &&
+                          g.shared.q.empty() && g.shared.k.empty() && g.shared.g.empty() && g.shared.beta.empty() &&
+                          g.router_logits.empty() && g.initial_state.empty());
+  if (!want_any) return;
+  const index_t tokens = pb.tokens(), S = pb.S;
+  const bool routed = pb.router == detail::router_kind::top_k;
+  const bwd_geometry geo = make_bwd_geometry(pb.K, pb.V);
+
+  // Checkpoint interval C: `segment`, or the longest sequence when that is shorter (the results do
+  // not depend on C; the segment buffer holds C states per resident block).
+  index_t longest = 0;
+  for (index_t s = 0; s < S; ++s)
+    longest = std::max(longest, pb.seq[static_cast<std::size_t>(s + 1)] - pb.seq[static_cast<std::size_t>(s)]);
+  const int C = static_cast<int>(std::max<index_t>(1, std::min<index_t>(segment, longest)));
+  std::vector<index_t> host_seq;  // [S+1] offsets, then [S+1] first checkpoint of each sequence
+  if (!in.cu_seqlens.empty()) host_seq.assign(pb.seq.begin(), pb.seq.end());
+  index_t n_ckpt = 0;
+  std::vector<index_t> segbase(static_cast<std::size_t>(S + 1), 0);
+  for (index_t s = 0; s < S; ++s) {
+    segbase[static_cast<std::size_t>(s)] = n_ckpt;
+    n_ckpt += (pb.seq[static_cast<std::size_t>(s + 1)] - pb.seq[static_cast<std::size_t>(s)] + C - 1) / C;
+  }
+  segbase[static_cast<std::size_t>(S)] = n_ckpt;
+  if (!host_seq.empty()) host_seq.insert(host_seq.end(), segbase.begin(), segbase.end());
+  const index_t tasks = S * pb.HV * pb.P * geo.Z;
+  const index_t blocks = tasks > 0 ? std::min(tasks, bwd_resident_blocks<Dev>(pb.decay, geo, api)) : 0;
+
+  // --- one scratch allocation ------------------------------------------------------------------
+  const std::size_t n_route = routed ? static_cast<std::size_t>(tokens * pb.N) : 0;
+  scratch_layout lay;
+  const std::size_t at_seq = lay.add(host_seq.size() * sizeof(index_t));
+  const std::size_t at_w = lay.add(2 * n_route * sizeof(float));
+  const std::size_t at_meta = lay.add(n_route * sizeof(std::uint32_t));
+  const std::size_t at_ckpt = lay.add(static_cast<std::size_t>(n_ckpt * pb.P * pb.HV * geo.Z * geo.slice()) * sizeof(float));
+  const std::size_t at_seg = lay.add(tokens > 0 ? static_cast<std::size_t>(blocks * C * geo.slice()) * sizeof(float) : 0);
+  bwd_partials pt;
+  pt.plan(pb, g, geo.Z, lay);
+  device_buffer<unsigned char> scratch;
+  if (lay.bytes) scratch = device_buffer<unsigned char>(lay.bytes, stream, scratch_pool(api));
+  unsigned char* base = scratch.data();
+  pt.bind(base);
+  const index_t* seq = nullptr;
+  const index_t* segb = nullptr;
+  if (!host_seq.empty()) {
+    // pageable host memory: the copy is staged before cudaMemcpyAsync returns
+    check(cudaMemcpyAsync(base + at_seq, host_seq.data(), host_seq.size() * sizeof(index_t), cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync(cu_seqlens)", api);
+    seq = reinterpret_cast<const index_t*>(base + at_seq);
+    segb = seq + (S + 1);
+  }
+  float* cw = n_route ? reinterpret_cast<float*>(base + at_w) : nullptr;
+  float* cr = n_route ? cw + n_route : nullptr;
+  std::uint32_t* meta = n_route ? reinterpret_cast<std::uint32_t*>(base + at_meta) : nullptr;
+
+  // --- 1. router --------------------------------------------------------------------------------
+  if (n_route) launch_router(stream, pb, in, cw, cr, meta, api);
+
+  // --- 2. per-partition recurrent backward ----------------------------------------------------------
+  if (blocks > 0) {
+    bwd_params<Dev> p;
+    p.T = pb.T, p.H = static_cast<int>(pb.H), p.HV = static_cast<int>(pb.HV), p.K = static_cast<int>(pb.K);
+    p.V = static_cast<int>(pb.V), p.N = static_cast<int>(pb.N), p.P = static_cast<int>(pb.P);
+    p.Rr = pt.Rr, p.Rw = pt.Rw, p.shared = pb.shared, p.l2norm = pb.l2norm, p.scale = pb.scale;
+    p.rw = geo.rw, p.cg = geo.cg, p.Z = geo.Z, p.segment = C, p.tasks = tasks;
+    p.seq = seq, p.segbase = segb, p.nseg_T = (pb.T + C - 1) / C;
+    p.main = source_of(in.q, in.k, in.g, in.beta);
+    p.shr = source_of(in.shared.q, in.shared.k, in.shared.g, in.shared.beta);
+    p.v = device_ptr(in.v.data), p.dO = device_ptr(d.o.data);
+    p.cw = cw, p.cr = cr, p.meta = meta;
+    p.h0 = in.initial_state.data, p.dht = d.final_state.data, p.dh0 = g.initial_state.data;
+    p.ckpt = reinterpret_cast<float*>(base + at_ckpt);
+    p.segbuf = reinterpret_cast<float*>(base + at_seg);
+    p.dq = pt.dq, p.dk = pt.dk, p.dv = pt.dv, p.dg = pt.dg, p.dbeta = pt.dbeta, p.dcw = pt.dcw, p.dcr = pt.dcr;
+    p.zs_q = pt.zs_q, p.zs_k = pt.zs_k, p.zs_g = pt.zs_g, p.zs_b = pt.zs_b, p.zs_c = pt.zs_c;
+    const dim3 grid(static_cast<unsigned>(blocks)), block(static_cast<unsigned>(32 * geo.warps()));
+    const std::size_t smem = recurrent_bwd_smem_bytes(geo);
+    switch (pb.decay) {
+      case decay_kind::none: recurrent_bwd_kernel<decay_kind::none, Dev><<<grid, block, smem, stream>>>(p); break;
+      case decay_kind::scalar: recurrent_bwd_kernel<decay_kind::scalar, Dev><<<grid, block, smem, stream>>>(p); break;
+      case decay_kind::diagonal: recurrent_bwd_kernel<decay_kind::diagonal, Dev><<<grid, block, smem, stream>>>(p); break;
+      case decay_kind::delta: recurrent_bwd_kernel<decay_kind::delta, Dev><<<grid, block, smem, stream>>>(p); break;
+    }
+    check_launch("recurrent_bwd_kernel", api);
+  }
+
+  // --- 3. slots → gradients; 4. router ---------------------------------------------------------------
+  combine_gradients(stream, pb, pt, meta, g, api);
+  router_backward(stream, pb, in, pt, meta, g.router_logits, api);
+  // the scratch memory is released here with cudaFreeAsync, ordered after the kernels
+}
+
+template <class Scalar>
+void require_device_gradients(const std::string& api, const cotangents<Scalar>& d, const gradients<Scalar>& g) {
+  require_device(api, "cotangents.o", d.o), require_device(api, "cotangents.final_state", d.final_state);
+  require_device(api, "gradient q", g.q), require_device(api, "gradient k", g.k), require_device(api, "gradient v", g.v);
+  require_device(api, "gradient g", g.g), require_device(api, "gradient beta", g.beta);
+  require_device(api, "gradient shared.q", g.shared.q), require_device(api, "gradient shared.k", g.shared.k);
+  require_device(api, "gradient shared.g", g.shared.g), require_device(api, "gradient shared.beta", g.shared.beta);
+  require_device(api, "gradient router_logits", g.router_logits);
+  require_device(api, "gradient initial_state", g.initial_state);
+}
+
+template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
+void backward(const cuda& be, const inputs<Scalar>& in, const cotangents<Scalar>& d, const gradients<Scalar>& grads,
+              Algorithm = {}, Strategy = {}, const options& opt = {}) {
+  static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
+  const char* api = "linstate::backward (cuda)";
+  const detail::problem pb = detail::make_problem<Spec>(api, in, tensor_view<Scalar>{}, tensor_view<float>{}, "final_state",
+                                                        opt, /*o_given=*/false, /*host_data=*/false);
+  detail::check_gradients(api, pb, in, d, grads);
+  require_device_inputs(api, in);
+  require_device_gradients(api, d, grads);
+  require_supported(api, pb);
+  run_backward(be, pb, in, d, grads, bwd_segment<Algorithm>(), api);
+}
+
+}  // namespace cuda_detail
+
+//! \brief Backward pass of variant `Spec` on the GPU: `linstate::backward<Spec>(linstate::cuda{stream},
+//! in, cotangents, gradients[, algorithm[, strategy[, options]]])`, the arguments of the CPU overload
+//! with device pointers (cu_seqlens stays a host span). Reads `in` (the forward call's inputs),
+//! `cotangents.o` `[B,T,HV,V]` and, when given, `cotangents.final_state` `[S,P,HV,K,V]` fp32; writes
+//! every non-empty view of `gradients` (input element type; `initial_state` fp32) on `be.stream`
+//! without synchronising. Throws linstate::error on bad input before anything is launched.
+//!
+//! (Arguments are taken as a pack and forwarded to cuda_detail::backward, whose signature is the
+//! documented one, so that this overload wins against backward.hpp's catch-all for other backends;
+//! pass the cotangents and options as named types, not as bare braced lists.)
+template <class Spec, class... Args>
+void backward(const cuda& be, Args&&... args) {
+  cuda_detail::backward<Spec>(be, std::forward<Args>(args)...);
+}
+
+}  // namespace linstate

@@ -1,0 +1,100 @@
+// linstate/cuda/kernels/balance.cuh — the SSE balance loss on the device (SPEC §4.9), the twin of
+// detail::balance_loss_impl (include/linstate/balance_loss.hpp), in four deterministic steps:
+//   balance_probs_kernel   one thread per token: p_t = softmax (detail::softmax, rounded to the input
+//                          type with round_to_input) and the top-kw write mask w_t (detail::in_top_k)
+//   balance_colsum_kernel  per chunk of tokens and partition n: Σ p_t[n], Σ w_t[n] in double
+//   balance_final_kernel   one block: P_n, F_n (chunks added in order), aux = (N/kw) Σ_n P_n F_n (added
+//                          in n order, as the CPU), written as float; dp_n = (N/kw) F_n / M
+//   balance_grad_kernel    one thread per token: d_logits = coefficient · p ⊙ (dp − ⟨p, dp⟩)
+//                          (overwrite or accumulate in the logits' element type)
+// A token whose logits are not finite gets p = NaN (so the loss and every gradient become NaN).
+#pragma once
+
+#include <cstdint>
+
+#include <linstate/detail/router.hpp>
+#include <linstate/tensor.hpp>
+
+#include "../detail/scalar.cuh"
+#include "router.cuh"
+
+namespace linstate::cuda_detail {
+
+inline constexpr index_t balance_chunk = 1024;  //!< tokens per partial sum
+
+template <class Dev>
+__global__ void balance_probs_kernel(const Dev* logits, index_t M, int N, int kw, bool round_to_input, float* prob,
+                                     float* wmask) {
+  const index_t t = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= M) return;
+  float x[max_router_partitions], pr[max_router_partitions];
+  bool finite = true;
+  for (int n = 0; n < N; ++n) {
+    x[n] = to_f32(logits[t * N + n]);
+    finite &= finite_f32(x[n]);
+  }
+  if (!finite) {
+    for (int n = 0; n < N; ++n) prob[t * N + n] = quiet_nan(), wmask[t * N + n] = 0.f;
+    return;
+  }
+  detail::softmax(x, N, pr);
+  if (round_to_input)
+    for (int n = 0; n < N; ++n) pr[n] = to_f32(from_f32<Dev>(pr[n]));
+  for (int n = 0; n < N; ++n) {
+    prob[t * N + n] = pr[n];
+    wmask[t * N + n] = detail::in_top_k(pr, N, kw, n) ? 1.f : 0.f;
+  }
+}
+
+//! partial[chunk][0][n] = Σ p_t[n], partial[chunk][1][n] = Σ w_t[n] over the chunk's tokens (double).
+//! Grid: (chunks, ⌈N / blockDim.x⌉).
+__global__ void balance_colsum_kernel(const float* prob, const float* wmask, index_t M, int N, double* partial) {
+  const int n = static_cast<int>(blockIdx.y * blockDim.x + threadIdx.x);
+  if (n >= N) return;
+  const index_t chunk = blockIdx.x, t0 = chunk * balance_chunk;
+  const index_t t1 = t0 + balance_chunk < M ? t0 + balance_chunk : M;
+  double sp = 0.0, sw = 0.0;
+  for (index_t t = t0; t < t1; ++t) sp += static_cast<double>(prob[t * N + n]), sw += static_cast<double>(wmask[t * N + n]);
+  partial[(chunk * 2) * N + n] = sp;
+  partial[(chunk * 2 + 1) * N + n] = sw;
+}
+
+//! One block of max_router_partitions threads.
+__global__ void balance_final_kernel(const double* partial, index_t chunks, index_t M, int N, int kw, float* loss,
+                                     double* dp) {
+  __shared__ double pf[max_router_partitions];
+  const int n = static_cast<int>(threadIdx.x);
+  const double factor = static_cast<double>(N) / static_cast<double>(kw);
+  if (n < N) {
+    double P = 0.0, F = 0.0;
+    for (index_t c = 0; c < chunks; ++c) P += partial[(c * 2) * N + n], F += partial[(c * 2 + 1) * N + n];
+    P /= static_cast<double>(M);
+    F /= static_cast<double>(M);
+    pf[n] = P * F;
+    dp[n] = factor * F / static_cast<double>(M);
+  }
+  __syncthreads();
+  if (n == 0 && loss) {
+    double aux = 0.0;
+    for (int m = 0; m < N; ++m) aux += pf[m];
+    *loss = static_cast<float>(aux * factor);
+  }
+}
+
+template <class Dev>
+__global__ void balance_grad_kernel(const float* prob, index_t M, int N, const double* dp, float coefficient,
+                                    bool accumulate, Dev* d_logits) {
+  const index_t t = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= M) return;
+  const float* p = prob + t * N;
+  double pdp = 0.0;
+  for (int n = 0; n < N; ++n) pdp += static_cast<double>(p[n]) * dp[n];
+  for (int n = 0; n < N; ++n) {
+    const float g = static_cast<float>(static_cast<double>(p[n]) * (dp[n] - pdp));
+    const float add = coefficient * g;
+    Dev* out = d_logits + t * N + n;
+    *out = accumulate ? from_f32<Dev>(to_f32(*out) + add) : from_f32<Dev>(add);
+  }
+}
+
+}  // namespace linstate::cuda_detail

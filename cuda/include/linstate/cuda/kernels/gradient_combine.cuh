@@ -1,0 +1,125 @@
+// linstate/cuda/kernels/gradient_combine.cuh — the deterministic second half of the backward pass:
+// per-slot fp32 partial gradients → the user's gradient tensors, and the router's gradient (SPEC §4.6).
+//
+//  * slot_sum_kernel: out[t, g, e] = Σ_{hv ∈ group g} Σ_{r ∈ [r0, r1)} Σ_{z < Z} part[z, t, hv, r, e], in
+//    that order (value heads, then slots ascending, then V groups), rounded once to the element type.
+//    One thread per output element, no atomics. A token whose router logits are not finite gets NaN.
+//  * router_bwd_kernel: one thread per token: the probabilities again (detail::softmax, rounded to the
+//    input type with round_to_input: the router_kernel's own numbers), ∂L/∂(write weight) and ∂L/∂(read
+//    weight) of each selected partition summed over value heads (and V groups), then exactly the CPU's
+//    cpu_detail::router_backward: through the renormalisation (c_n = p_n / Σ_sel p) when it is on, zero
+//    for an unused gate side, then dlogit = p ⊙ (dp − ⟨p, dp⟩). Rounding to the input type passes the
+//    gradient through unchanged (straight-through), as on the CPU.
+#pragma once
+
+#include <cstdint>
+
+#include <linstate/detail/router.hpp>
+#include <linstate/tensor.hpp>
+
+#include "../detail/scalar.cuh"
+#include "router.cuh"
+
+namespace linstate::cuda_detail {
+
+//! Layout of a partial buffer [Z, tokens, groups·G, R, E] and the slots [r0, r1) to sum into
+//! out [tokens, groups, E].
+struct slot_sum_args {
+  const float* part = nullptr;
+  index_t zstride = 0;  // floats between two V groups
+  int Z = 1;
+  index_t tokens = 0;
+  int groups = 1, G = 1;  // output heads; value heads per output head
+  int R = 1, r0 = 0, r1 = 1;
+  int E = 1;             // innermost width (K, V, K or 1)
+  const std::uint32_t* meta = nullptr;  // [tokens, N] (NaN for a non-finite token), or null
+  int N = 1;
+};
+
+template <class Dev>
+__global__ void slot_sum_kernel(const slot_sum_args a, Dev* out) {
+  const index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const index_t per_token = static_cast<index_t>(a.groups) * a.E;
+  if (i >= a.tokens * per_token) return;
+  const index_t t = i / per_token;
+  const index_t rem = i % per_token;
+  const int grp = static_cast<int>(rem / a.E), e = static_cast<int>(rem % a.E);
+  float acc = 0.f;
+  if (a.meta && (a.meta[t * a.N] & route_nonfinite)) {
+    acc = quiet_nan();
+  } else {
+    const index_t HV = static_cast<index_t>(a.groups) * a.G;
+    for (int gg = 0; gg < a.G; ++gg) {
+      const index_t base = ((t * HV + grp * a.G + gg) * a.R) * a.E + e;
+      for (int r = a.r0; r < a.r1; ++r)
+        for (int z = 0; z < a.Z; ++z) acc += a.part[z * a.zstride + base + static_cast<index_t>(r) * a.E];
+    }
+  }
+  out[i] = from_f32<Dev>(acc);
+}
+
+template <class Dev>
+struct router_bwd_params {
+  index_t tokens = 0;
+  int N = 1, HV = 1, Z = 1;
+  bool gate_write = true, gate_read = true, renormalize = false, round_to_input = false;
+  const Dev* logits = nullptr;          // [tokens, N]
+  const std::uint32_t* meta = nullptr;  // [tokens, N] router_kernel's flags
+  const float* dcw = nullptr;           // [Z, tokens, HV, N] (entries of written partitions)
+  const float* dcr = nullptr;           // [Z, tokens, HV, N] (entries of read partitions)
+  index_t zstride = 0;
+  Dev* dlogits = nullptr;               // [tokens, N]
+};
+
+template <class Dev>
+__global__ void router_bwd_kernel(const router_bwd_params<Dev> p) {
+  const index_t t = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= p.tokens) return;
+  const int N = p.N;
+  float x[max_router_partitions], pr[max_router_partitions], dp[max_router_partitions];
+  const index_t base = t * N;
+  bool finite = true;
+  for (int n = 0; n < N; ++n) {
+    x[n] = to_f32(p.logits[base + n]);
+    finite &= finite_f32(x[n]);
+  }
+  if (!finite) {
+    for (int n = 0; n < N; ++n) p.dlogits[base + n] = from_f32<Dev>(quiet_nan());
+    return;
+  }
+  detail::softmax(x, N, pr);
+  if (p.round_to_input)
+    for (int n = 0; n < N; ++n) pr[n] = to_f32(from_f32<Dev>(pr[n]));
+  for (int n = 0; n < N; ++n) dp[n] = 0.f;
+  for (int side = 0; side < 2; ++side) {
+    if (!(side == 0 ? p.gate_write : p.gate_read)) continue;
+    const std::uint32_t bit = side == 0 ? detail::route_write : detail::route_read;
+    const float* dcx = side == 0 ? p.dcw : p.dcr;
+    // x ← ∂L/∂c_n summed over value heads (and V groups), selected partitions only
+    for (int n = 0; n < N; ++n) {
+      float acc = 0.f;
+      if (p.meta[base + n] & bit)
+        for (int hv = 0; hv < p.HV; ++hv) {
+          float v = 0.f;
+          for (int z = 0; z < p.Z; ++z) v += dcx[z * p.zstride + (t * p.HV + hv) * N + n];
+          acc += v;
+        }
+      x[n] = acc;
+    }
+    if (!p.renormalize) {
+      for (int n = 0; n < N; ++n)
+        if (p.meta[base + n] & bit) dp[n] += x[n];
+    } else {  // c_n = p_n / S, S = Σ_{m∈sel} p_m:  dp_m += dc_m / S − Σ_n dc_n p_n / S²  (m ∈ sel)
+      float S = 0.f, cross = 0.f;
+      for (int n = 0; n < N; ++n)
+        if (p.meta[base + n] & bit) S += pr[n], cross += x[n] * pr[n];
+      for (int m = 0; m < N; ++m)
+        if (p.meta[base + m] & bit) dp[m] += x[m] / S - cross / (S * S);
+    }
+  }
+  float pdp = 0.f;
+  for (int n = 0; n < N; ++n) pdp += pr[n] * dp[n];
+  for (int n = 0; n < N; ++n) p.dlogits[base + n] = from_f32<Dev>(pr[n] * (dp[n] - pdp));
+}
+
+}  // namespace linstate::cuda_detail
