@@ -19,13 +19,15 @@
 // copy) before the call returns, so it must stay valid until the call returns, and no longer.
 // Input tensors must stay valid, and outputs untouched, until the stream has run the call's work.
 //
-// What runs: the router (router::top_k) in one kernel, then the recurrent kernel (kernels/
-// recurrent.cuh; for a decode step only on the partitions each token touches) for every algorithm —
-// linstate::chunked<C> and linstate::automatic also run the recurrent kernel FOR NOW (exact, but one
-// token at a time; the tensor-core chunked kernels are the next step of the CUDA backend) — then,
-// when a token has several reading partitions, a deterministic pass that sums their outputs. The strategies linstate::mask and linstate::varlen
-// give the same results by construction (a partition skips the tokens that neither write nor read
-// it), so both run the same kernels.
+// What runs: the router (router::top_k) in one kernel; then, for linstate::recurrent, for the delta
+// rule, for K > 128 and for linstate::automatic when no sequence is longer than 64 tokens (a decode
+// step, a short prompt), the recurrent kernel (kernels/recurrent.cuh; for a decode step only on the
+// partitions each token touches); otherwise (linstate::chunked<C>, linstate::automatic on longer
+// sequences, decays none/scalar/gated_key) the device-side varlen grouping (kernels/records.cuh) and
+// the chunk-parallel kernels (kernels/chunked.cuh; 64-record tiles whatever C is). When a token has
+// several reading partitions, a deterministic pass sums their outputs. The strategies linstate::mask
+// and linstate::varlen give the same results by construction (a partition skips the tokens that
+// neither write nor read it), so both run the same kernels.
 //
 // Errors: bad input throws linstate::error before anything is launched or allocated (the shape
 // checks of the CPU backend, plus: pointers that are host memory, K > 512, N > 256 with

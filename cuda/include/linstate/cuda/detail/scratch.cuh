@@ -1,10 +1,12 @@
 // linstate/cuda/detail/scratch.cuh — where the CUDA backend takes its per-call scratch memory.
 //
 // One library-owned stream-ordered memory pool per device (created on first use, never destroyed).
-// Its release threshold keeps up to `scratch_pool_keep` bytes mapped across synchronisations, so a
-// decode loop that synchronises after every step does not map fresh memory at every call (the
-// device's default pool, whose threshold is 0, would; we leave the user's default pool alone). A
-// larger scratch (a long prefill) is returned to the system at the next synchronisation.
+// Its release threshold keeps what it allocated mapped across synchronisations (a caching allocator,
+// as PyTorch's): a decode loop that synchronises after every step, or a training loop whose chunked
+// calls take hundreds of MiB of per-chunk states, does not map fresh memory at every call (the
+// device's default pool, whose threshold is 0, would; we leave the user's default pool alone). The
+// pool keeps its high-water mark until the process ends; cudaMemPoolTrimTo on
+// scratch_pool() returns it.
 #pragma once
 
 #include <cuda_runtime.h>

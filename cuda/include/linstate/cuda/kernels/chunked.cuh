@@ -44,7 +44,6 @@
 namespace linstate::cuda_detail {
 
 inline constexpr int chunk_len = 64;       //!< C: records per chunk (the kernels' tile height)
-inline constexpr int chunk_tile_v = 64;    //!< V columns per output / state block
 inline constexpr int chunk_max_k = 128;    //!< K the chunked kernels hold in shared memory
 inline constexpr int chunk_threads = 512;  // 16 warps: the output kernel holds one block per multiprocessor
 inline constexpr int scan_threads = 128, scan_per_thread = 4;
@@ -195,13 +194,19 @@ __host__ __device__ constexpr int gamma_floats(decay_kind d, int KP) {
 
 // --- 1. chunk_state_kernel -----------------------------------------------------------------------
 
+//! V columns per state block: 64. (128 for 16-bit inputs builds Γ and K̃ once for V ≤ 128 but drops
+//! the kernel to one block per multiprocessor: measured 5% slower end to end on the H200.)
+template <class Dev>
+inline constexpr int state_tile_v = 64;
+
 template <decay_kind D, class Dev>
 struct state_smem {
   using Op = Dev;  // K̃ and V are bounded by the inputs: the input type suffices
+  static constexpr int TV = state_tile_v<Dev>;
   int KP, ldk, ldv, ldc;
   std::size_t recs, G, Kt, Vt, Cs, bytes;
   __host__ __device__ explicit state_smem(int K) {
-    KP = round16(K), ldk = KP + op_pad<Op>(), ldv = chunk_tile_v + op_pad<Op>(), ldc = chunk_tile_v + 4;
+    KP = round16(K), ldk = KP + op_pad<Op>(), ldv = TV + op_pad<Op>(), ldc = TV + 4;
     recs = 0;
     G = align128(recs + chunk_len * sizeof(chunk_record));
     Kt = align128(G + gamma_floats(D, KP) * sizeof(float));
@@ -214,6 +219,7 @@ struct state_smem {
 template <decay_kind D, class Dev, int KP>
 __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_params<Dev> p) {
   using Op = Dev;
+  constexpr int TV = state_tile_v<Dev>;
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -226,7 +232,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_
   float* Cs = reinterpret_cast<float*>(smem_raw + L.Cs);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
-  const int j0 = static_cast<int>(blockIdx.z) * chunk_tile_v;
+  const int j0 = static_cast<int>(blockIdx.z) * TV;
 
   const chunk_where at = locate_chunk(p, c);
   const device_source<Dev> src = at.is_shared ? p.shr : p.main;
@@ -248,19 +254,19 @@ __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_
         Kt[i * L.ldk + a] = to_op<Op>(x);
       });
   staged_for(
-      chunk_len * chunk_tile_v,
+      chunk_len * TV,
       [&](int e) {
-        const int i = e / chunk_tile_v, j = j0 + e % chunk_tile_v;
+        const int i = e / TV, j = j0 + e % TV;
         const chunk_record& r = recs[i];
         return (r.wr && j < V) ? to_f32(p.v[r.hv * V + j]) : 0.f;
       },
-      [&](int e, float x) { Vt[(e / chunk_tile_v) * L.ldv + e % chunk_tile_v] = to_op<Op>(x); });
+      [&](int e, float x) { Vt[(e / TV) * L.ldv + e % TV] = to_op<Op>(x); });
   __syncthreads();
-  tile_mma<col_major_t, row_major_t>(Cs, L.ldc, Kt, L.ldk, Vt, L.ldv, KP, chunk_tile_v, chunk_len, false);
+  tile_mma<col_major_t, row_major_t>(Cs, L.ldc, Kt, L.ldk, Vt, L.ldv, KP, TV, chunk_len, false);
   __syncthreads();
   float* U = p.hbuf + (c * HV + hv) * static_cast<index_t>(K) * V;
-  for (int e = tid; e < K * chunk_tile_v; e += nt) {
-    const int a = e / chunk_tile_v, jj = e % chunk_tile_v, j = j0 + jj;
+  for (int e = tid; e < K * TV; e += nt) {
+    const int a = e / TV, jj = e % TV, j = j0 + jj;
     if (j < V) U[static_cast<index_t>(a) * V + j] = Cs[a * L.ldc + jj];
   }
   if (blockIdx.z == 0) {
@@ -330,20 +336,26 @@ __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_pa
 
 // --- 3. chunk_output_kernel ----------------------------------------------------------------------
 
+//! V columns per output block: 128 for 16-bit inputs (the V-independent work of a chunk — Γ, the
+//! intra-chunk scores — is then done once for V ≤ 128), 64 for fp32 (shared memory).
+template <class Dev>
+inline constexpr int output_tile_v = sizeof(Dev) == 2 ? 128 : 64;
+
 template <decay_kind D, class Dev>
 struct output_smem {
   using Op = Dev;
   using Sop = state_op_t<Dev>;
   static constexpr bool diag = D == decay_kind::diagonal;
+  static constexpr int TV = output_tile_v<Dev>;
   int KP, ldx, ldy, ldf;
   std::size_t recs, G, Qf, Kf, Xs, Ys, Of, Af, Ao, Vo, bytes;
   __host__ __device__ explicit output_smem(int K) {
-    KP = round16(K), ldx = KP + op_pad<Op>(), ldy = chunk_tile_v + op_pad<Op>(), ldf = chunk_tile_v + 4;
+    KP = round16(K), ldx = KP + op_pad<Op>(), ldy = TV + op_pad<Op>(), ldf = TV + 4;
     recs = 0;
     G = align128(chunk_len * sizeof(chunk_record));
     Qf = align128(G + gamma_floats(D, KP) * sizeof(float));
-    Kf = align128(Qf + (diag ? static_cast<std::size_t>(chunk_len) * KP * sizeof(float) : 0));
-    Xs = align128(Kf + (diag ? static_cast<std::size_t>(chunk_len) * KP * sizeof(float) : 0));
+    Kf = align128(Qf + (diag ? static_cast<std::size_t>(chunk_len) * KP * sizeof(Dev) : 0));
+    Xs = align128(Kf + (diag ? static_cast<std::size_t>(chunk_len) * KP * sizeof(Dev) : 0));
     Ys = align128(Xs + static_cast<std::size_t>(chunk_len) * ldx * sizeof(Op));
     const std::size_t y = static_cast<std::size_t>(KP) * ldy * sizeof(Op), kr = static_cast<std::size_t>(chunk_len) * ldx * sizeof(Op);
     Of = align128(Ys + (y > kr ? y : kr));
@@ -359,6 +371,7 @@ template <decay_kind D, class Dev, int KP>
 __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk_params<Dev> p) {
   using Op = Dev;
   using Sop = state_op_t<Dev>;
+  constexpr int TV = output_tile_v<Dev>;
   static_assert(sizeof(Sop) == sizeof(Op));
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
@@ -367,8 +380,8 @@ __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk
   const output_smem<D, Dev> L(KP);  // K ≤ KP: the tiles are KP wide, zero beyond K
   auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
   float* G = reinterpret_cast<float*>(smem_raw + L.G);
-  float* Qf = reinterpret_cast<float*>(smem_raw + L.Qf);  // [C][KP] q (reading rows), gated_key only
-  float* Kf = reinterpret_cast<float*>(smem_raw + L.Kf);  // [C][KP] w·k (writing rows), gated_key only
+  Dev* Qf = reinterpret_cast<Dev*>(smem_raw + L.Qf);  // [C][KP] q of reading rows (input type, exact), gated_key only
+  Dev* Kf = reinterpret_cast<Dev*>(smem_raw + L.Kf);  // [C][KP] k of writing rows (times w where used), gated_key only
   float* Of = reinterpret_cast<float*>(smem_raw + L.Of);  // [C][ldf] output tile
   float* Af = reinterpret_cast<float*>(smem_raw + L.Af);  // [C][ldf] intra-chunk scores
   Op* Ao = std::is_same_v<Op, float> ? reinterpret_cast<Op*>(Af) : reinterpret_cast<Op*>(smem_raw + L.Ao);
@@ -376,7 +389,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk
   Op* Vo = reinterpret_cast<Op*>(smem_raw + L.Vo);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
-  const int j0 = static_cast<int>(blockIdx.z) * chunk_tile_v;
+  const int j0 = static_cast<int>(blockIdx.z) * TV;
 
   const chunk_where at = locate_chunk(p, c);
   const device_source<Dev> src = at.is_shared ? p.shr : p.main;
@@ -388,17 +401,24 @@ __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk
     const chunk_record& r = recs[i];
     return (r.rd && a < K) ? to_f32(src.q[r.qk + a]) : 0.f;
   };
-  auto k_at = [&](int i, int a) -> float {  // w·k of a writing row, else 0
+  auto k_raw = [&](int i, int a) -> float {  // k of a writing row, else 0
     const chunk_record& r = recs[i];
-    return (r.wr && a < K) ? to_f32(src.k[r.qk + a]) * r.w : 0.f;
+    return (r.wr && a < K) ? to_f32(src.k[r.qk + a]) : 0.f;
   };
+  auto k_at = [&](int i, int a) -> float { return k_raw(i, a) * recs[i].w; };  // w·k
   if constexpr (D == decay_kind::diagonal) {
-    staged_for(chunk_len * KP, [&](int e) { return q_at(e / KP, e % KP); }, [&](int e, float x) { Qf[e] = x; });
-    staged_for(chunk_len * KP, [&](int e) { return k_at(e / KP, e % KP); }, [&](int e, float x) { Kf[e] = x; });
+    staged_for(chunk_len * KP, [&](int e) { return q_at(e / KP, e % KP); }, [&](int e, float x) { Qf[e] = to_op<Dev>(x); });
+    staged_for(chunk_len * KP, [&](int e) { return k_raw(e / KP, e % KP); }, [&](int e, float x) { Kf[e] = to_op<Dev>(x); });
     __syncthreads();
   }
-  auto qv = [&](int i, int a) { if constexpr (D == decay_kind::diagonal) return Qf[i * KP + a]; else return q_at(i, a); };
-  auto kv = [&](int i, int a) { if constexpr (D == decay_kind::diagonal) return Kf[i * KP + a]; else return k_at(i, a); };
+  auto qv = [&](int i, int a) -> float {
+    if constexpr (D == decay_kind::diagonal) return to_f32(Qf[i * KP + a]);
+    else return q_at(i, a);
+  };
+  auto kv = [&](int i, int a) -> float {
+    if constexpr (D == decay_kind::diagonal) return to_f32(Kf[i * KP + a]) * recs[i].w;
+    else return k_at(i, a);
+  };
 
   // --- inter-chunk: O = (q ⊙ e^{Γ}) H_c ---------------------------------------------------------
   {
@@ -412,22 +432,22 @@ __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk
         });
     const float* Hc = p.hbuf + (c * HV + hv) * static_cast<index_t>(K) * V;
     staged_for(
-        KP * chunk_tile_v,
+        KP * TV,
         [&](int e) {
-          const int a = e / chunk_tile_v, j = j0 + e % chunk_tile_v;
+          const int a = e / TV, j = j0 + e % TV;
           return (a < K && j < V) ? Hc[static_cast<index_t>(a) * V + j] : 0.f;
         },
-        [&](int e, float x) { Ys[(e / chunk_tile_v) * L.ldy + e % chunk_tile_v] = to_op<Sop>(x); });
+        [&](int e, float x) { Ys[(e / TV) * L.ldy + e % TV] = to_op<Sop>(x); });
     staged_for(
-        chunk_len * chunk_tile_v,
+        chunk_len * TV,
         [&](int e) {
-          const int i = e / chunk_tile_v, j = j0 + e % chunk_tile_v;
+          const int i = e / TV, j = j0 + e % TV;
           const chunk_record& r = recs[i];
           return (r.wr && j < V) ? to_f32(p.v[r.hv * V + j]) : 0.f;
         },
-        [&](int e, float x) { Vo[(e / chunk_tile_v) * L.ldy + e % chunk_tile_v] = to_op<Op>(x); });
+        [&](int e, float x) { Vo[(e / TV) * L.ldy + e % TV] = to_op<Op>(x); });
     __syncthreads();
-    tile_mma<row_major_t, row_major_t>(Of, L.ldf, Xs, L.ldx, Ys, L.ldy, chunk_len, chunk_tile_v, KP, false);
+    tile_mma<row_major_t, row_major_t>(Of, L.ldf, Xs, L.ldx, Ys, L.ldy, chunk_len, TV, KP, false);
     __syncthreads();
   }
 
@@ -440,11 +460,11 @@ __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk
       const int r0 = 16 * I;
       for (int e = tid; e < 16 * KP; e += nt) {
         const int i = e / KP, a = e % KP;
-        Xq[i * L.ldx + a] = to_op<Op>(a < K ? Qf[(r0 + i) * KP + a] * __expf(G[(r0 + i) * KP + a] - G[r0 * KP + a]) : 0.f);
+        Xq[i * L.ldx + a] = to_op<Op>(a < K ? qv(r0 + i, a) * __expf(G[(r0 + i) * KP + a] - G[r0 * KP + a]) : 0.f);
       }
       for (int e = tid; e < r0 * KP; e += nt) {
         const int j = e / KP, a = e % KP;
-        Yk[j * L.ldx + a] = to_op<Op>(a < K ? Kf[j * KP + a] * __expf(G[r0 * KP + a] - G[j * KP + a]) : 0.f);
+        Yk[j * L.ldx + a] = to_op<Op>(a < K ? kv(j, a) * __expf(G[r0 * KP + a] - G[j * KP + a]) : 0.f);
       }
       __syncthreads();
       tile_mma<row_major_t, col_major_t>(Af + r0 * L.ldf, L.ldf, Xq, L.ldx, Yk, L.ldx, 16, r0, KP, false);
@@ -460,9 +480,12 @@ __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk
       const int tj = q - ti * (ti + 1) / 2;
       const int t = 16 * I + ti, j = 16 * I + tj;
       float acc = 0.f;
-      if (recs[t].rd && recs[j].wr)
+      if (recs[t].rd && recs[j].wr) {
 #pragma unroll 8
-        for (int a = 0; a < K; ++a) acc += Qf[t * KP + a] * Kf[j * KP + a] * __expf(G[t * KP + a] - G[j * KP + a]);
+        for (int a = 0; a < K; ++a)
+          acc += to_f32(Qf[t * KP + a]) * to_f32(Kf[j * KP + a]) * __expf(G[t * KP + a] - G[j * KP + a]);
+        acc *= recs[j].w;
+      }
       Af[t * L.ldf + j] = acc;
     }
     __syncthreads();
@@ -491,10 +514,10 @@ __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk
     }
     __syncthreads();
   }
-  tile_mma<row_major_t, row_major_t>(Of, L.ldf, Ao, lda_o, Vo, L.ldy, chunk_len, chunk_tile_v, chunk_len, true);
+  tile_mma<row_major_t, row_major_t>(Of, L.ldf, Ao, lda_o, Vo, L.ldy, chunk_len, TV, chunk_len, true);
   __syncthreads();
-  for (int e = tid; e < chunk_len * chunk_tile_v; e += nt) {
-    const int i = e / chunk_tile_v, jj = e % chunk_tile_v, j = j0 + jj;
+  for (int e = tid; e < chunk_len * TV; e += nt) {
+    const int i = e / TV, jj = e % TV, j = j0 + jj;
     const chunk_record& r = recs[i];
     if (!r.rd || j >= V) continue;
     const float val = Of[i * L.ldf + jj] * r.r;
@@ -529,7 +552,7 @@ template <decay_kind D, class Dev, int KP>
 void enqueue_chunked_kp(const chunk_params<Dev>& p, cudaStream_t stream, const char* api) {
   set_chunk_smem<D, Dev, KP>(api);
   const index_t chunks = p.rt.max_chunks;
-  const unsigned vt = static_cast<unsigned>((p.V + chunk_tile_v - 1) / chunk_tile_v);
+  const unsigned vt = static_cast<unsigned>((p.V + state_tile_v<Dev> - 1) / state_tile_v<Dev>);
   if (chunks > 0) {
     const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV), vt);
     chunk_state_kernel<D, Dev, KP><<<grid, chunk_threads, state_smem<D, Dev>(KP).bytes, stream>>>(p);
@@ -541,7 +564,8 @@ void enqueue_chunked_kp(const chunk_params<Dev>& p, cudaStream_t stream, const c
                               stream>>>(p);
   check_launch("chunk_scan_kernel", api);
   if (chunks > 0) {
-    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV), vt);
+    const unsigned vo = static_cast<unsigned>((p.V + output_tile_v<Dev> - 1) / output_tile_v<Dev>);
+    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV), vo);
     chunk_output_kernel<D, Dev, KP><<<grid, chunk_threads, output_smem<D, Dev>(KP).bytes, stream>>>(p);
     check_launch("chunk_output_kernel", api);
   }
