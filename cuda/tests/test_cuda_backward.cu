@@ -350,6 +350,43 @@ TEST_CASE("bf16 and fp16 inputs") {
 
 // --- which gradients ---------------------------------------------------------------------------------
 
+// --- the chunk-parallel backward (kernels/chunked_backward.cuh; bf16, GLA family) ---------------------
+
+//! bf16 chunked<64> backward against the CPU recurrent backward on the same rounded inputs: every
+//! gradient at fla's ratio (dh0 too: the state gradients enter tensor-core products in bf16).
+template <class Spec>
+void check_chunked_bf16(const random_inputs& data, std::uint64_t seed, bool with_dht = true, bool with_h0 = true) {
+  using bf16 = Eigen::bfloat16;
+  const auto [ref, got] = both<Spec, bf16, linstate::chunked<64>>(data, seed, {}, with_dht, with_h0);
+  for_each_grad(ref, got, [](const char* name, const auto& a, const auto& b) {
+    CAPTURE(name);
+    if (a.empty()) {
+      CHECK(b.empty());
+      return;
+    }
+    const double ratio = rms_ratio(b, a);
+    CAPTURE(ratio);
+    CHECK(ratio <= ratio_tol);
+  });
+}
+
+TEST_CASE("chunked backward (bf16): GLA family, several chunks, grouped value heads, h0 and dht") {
+  check_chunked_bf16<gla>(make<gla>({.B = 2, .T = 150, .H = 2, .HV = 4, .K = 64, .V = 64}, 201), 61);
+  check_chunked_bf16<gla>(make<gla>({.B = 1, .T = 200, .H = 2, .HV = 2, .K = 128, .V = 128}, 202), 62, false, false);
+  check_chunked_bf16<gla>(make<gla>({.B = 1, .T = 130, .H = 1, .HV = 1, .K = 48, .V = 40}, 203), 63);
+  check_chunked_bf16<gla_none>(make<gla_none>({.B = 2, .T = 140, .H = 2, .HV = 2, .K = 64, .V = 64}, 204), 64);
+  check_chunked_bf16<gla_scalar>(make<gla_scalar>({.B = 2, .T = 140, .H = 2, .HV = 2, .K = 64, .V = 64}, 205), 65);
+}
+
+TEST_CASE("chunked backward (bf16): SSE routed streams, router gradients, packed sequences") {
+  check_chunked_bf16<sse_n4k1s>(make<sse_n4k1s>({.B = 2, .T = 260, .H = 2, .HV = 2, .K = 64, .V = 64}, 206), 66);
+  check_chunked_bf16<sse_n8k2>(make<sse_n8k2>({.B = 1, .T = 300, .H = 2, .HV = 2, .K = 64, .V = 64, .N = 8}, 207), 67);
+  check_chunked_bf16<sse_w2r1s>(make<sse_w2r1s>({.B = 1, .T = 200, .H = 1, .HV = 2, .K = 64, .V = 64}, 208), 68);
+  check_chunked_bf16<dense3s>(make<dense3s>({.B = 1, .T = 150, .H = 1, .HV = 1, .K = 64, .V = 64, .N = 3}, 209), 69);
+  const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
+  check_chunked_bf16<sse_n4k1s>(make<sse_n4k1s>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 64, .V = 64}, 210, true, cu), 70);
+}
+
 TEST_CASE("only the requested gradients are written; none requested is a no-op") {
   const auto data = make<sse_gdn>({.B = 1, .T = 40, .H = 1, .HV = 2, .K = 32, .V = 32}, 140);
   const auto in = data.view();

@@ -216,7 +216,10 @@ struct state_smem {
   }
 };
 
-template <decay_kind D, class Dev, int KP>
+//! Adj = true: the backward's adjoint of it (kernels/chunked_backward.cuh), the chunk's own part of
+//! ∂L/∂H_c, W_c = Σ_t (r_t q_t ⊙ e^{Γ_t}) dO_tᵀ: reading rows instead of writing ones, q·r·e^{Γ}
+//! instead of k·w·e^{γ−Γ}, p.v = dO and p.hbuf = the buffer of W; no decay is written.
+template <decay_kind D, class Dev, int KP, bool Adj = false>
 __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_params<Dev> p) {
   using Op = Dev;
   constexpr int TV = state_tile_v<Dev>;
@@ -240,17 +243,21 @@ __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_
   __syncthreads();
   chunk_cumulative_decay<D, KP>(src.g, HV, hv, K, recs, G);
 
-  // K̃_j = w_j k_j ⊙ e^{γ − Γ_j}  (exponent ≤ 0)
+  // K̃_j = w_j k_j ⊙ e^{γ − Γ_j}  (exponent ≤ 0); adjoint: r_t q_t ⊙ e^{Γ_t}
+  auto uses = [&](const chunk_record& r) { return Adj ? r.rd : r.wr; };
   staged_for(
       chunk_len * KP,
       [&](int e) {
         const int i = e / KP, a = e % KP;
         const chunk_record& r = recs[i];
-        return (r.wr && a < K) ? to_f32(src.k[r.qk + a]) : 0.f;
+        return (uses(r) && a < K) ? to_f32((Adj ? src.q : src.k)[r.qk + a]) : 0.f;
       },
       [&](int e, float x) {
         const int i = e / KP, a = e % KP;
-        if (a < K) x *= recs[i].w * __expf(gamma_at<D, KP>(G, chunk_len - 1, a) - gamma_at<D, KP>(G, i, a));
+        if (a < K) {
+          if constexpr (Adj) x *= recs[i].r * __expf(gamma_at<D, KP>(G, i, a));
+          else x *= recs[i].w * __expf(gamma_at<D, KP>(G, chunk_len - 1, a) - gamma_at<D, KP>(G, i, a));
+        }
         Kt[i * L.ldk + a] = to_op<Op>(x);
       });
   staged_for(
@@ -258,7 +265,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_
       [&](int e) {
         const int i = e / TV, j = j0 + e % TV;
         const chunk_record& r = recs[i];
-        return (r.wr && j < V) ? to_f32(p.v[r.hv * V + j]) : 0.f;
+        return (uses(r) && j < V) ? to_f32(p.v[r.hv * V + j]) : 0.f;
       },
       [&](int e, float x) { Vt[(e / TV) * L.ldv + e % TV] = to_op<Op>(x); });
   __syncthreads();
@@ -269,7 +276,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_
     const int a = e / TV, jj = e % TV, j = j0 + jj;
     if (j < V) U[static_cast<index_t>(a) * V + j] = Cs[a * L.ldc + jj];
   }
-  if (blockIdx.z == 0) {
+  if (!Adj && blockIdx.z == 0) {
     if constexpr (D == decay_kind::diagonal) {
       for (int a = tid; a < K; a += nt) p.gbuf[(c * HV + hv) * K + a] = __expf(G[(chunk_len - 1) * KP + a]);
     } else if constexpr (D == decay_kind::scalar) {
