@@ -139,13 +139,7 @@ TYPE_TO_STRING_AS("sse_delta_n3w1r2", inv::sse_delta_n3w1r2);
 TYPE_TO_STRING_AS("sse_dynamic", inv::sse_dynamic);
 
 namespace {
-namespace inv {
-
-namespace dc = linstate::decay;
-namespace rt = linstate::router;
-using linstate::index_t;
-using linstate::tensor;
-using namespace linstate_test;
+namespace inv {  // reopened after the type names: the aliases above apply
 
 // ------------------------------------------------------------------------------------------------
 // Helpers.

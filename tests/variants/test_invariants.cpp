@@ -11,14 +11,8 @@
 #include "invariants_support.hpp"
 
 namespace {
-namespace inv {
+namespace inv {  // reopened: the aliases and using-declarations of invariants_support.hpp apply
 
-namespace dc = linstate::decay;
-namespace pt = linstate::partition;
-namespace rt = linstate::router;
-using linstate::index_t;
-using linstate::tensor;
-using namespace linstate_test;
 // ------------------------------------------------------------------------------------------------
 // P1 every algorithm and strategy ≡ fp64 reference; P2 chunk-size independence; P3 mask ≡ varlen.
 // Also: initial_state never modified, empty sequences keep their initial state, the caller-allocated

@@ -6,14 +6,8 @@
 #include "invariants_support.hpp"
 
 namespace {
-namespace inv {
+namespace inv {  // reopened: the aliases and using-declarations of invariants_support.hpp apply
 
-namespace dc = linstate::decay;
-namespace pt = linstate::partition;
-namespace rt = linstate::router;
-using linstate::index_t;
-using linstate::tensor;
-using namespace linstate_test;
 // ------------------------------------------------------------------------------------------------
 // P10 prefill + token-by-token decode (forward_in_place, recurrent, T = 1) ≡ the full run; a prefill
 // done with one strategy and continued with the other (SPEC §11 C5: one canonical state layout).
