@@ -187,6 +187,23 @@ TEST_CASE("chunked: SSE, routed streams grouped on the device") {
   check_fp32<sse_dyn, linstate::varlen, chunked64>(make<sse_dyn>({.B = 2, .T = 120, .H = 2, .HV = 2, .K = 32, .V = 40, .N = 6}, 62, true, {}, opt), opt);
 }
 
+TEST_CASE("chunked: gated delta rule in the WY form (l2norm and plain), SSE over it, mask and varlen") {
+  const auto data = make<gdn>({.B = 2, .T = 150, .H = 2, .HV = 4, .K = 64, .V = 40}, 80);
+  check_fp32<gdn, linstate::varlen, chunked64>(data);
+  check_fp32<gdn, linstate::varlen, linstate::automatic>(data);
+  check_fp32<gdn, linstate::varlen, chunked64>(make<gdn>({.B = 1, .T = 200, .H = 1, .HV = 1, .K = 128, .V = 160}, 81, false));
+  check_fp32<gdn_plain, linstate::varlen, chunked64>(make<gdn_plain>({.B = 2, .T = 130, .H = 1, .HV = 2, .K = 32, .V = 32}, 82));
+  const auto d4 = make<sse_gdn>({.B = 2, .T = 300, .H = 2, .HV = 2, .K = 64, .V = 64}, 83);
+  check_fp32<sse_gdn, linstate::varlen, chunked64>(d4);
+  check_fp32<sse_gdn, linstate::mask, chunked64>(d4);
+  check_fp32<sse_gdn_w2r1, linstate::varlen, chunked64>(make<sse_gdn_w2r1>({.B = 1, .T = 200, .H = 1, .HV = 1, .K = 96, .V = 32}, 84));
+  const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
+  check_fp32<sse_gdn, linstate::varlen, chunked64>(make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 85, true, cu));
+  const sizes d{.B = 2, .T = 200, .H = 2, .HV = 2, .K = 128, .V = 128};
+  check_low<sse_gdn, Eigen::bfloat16, chunked64>(make<sse_gdn>(d, 86));
+  check_low<sse_gdn, Eigen::half, chunked64>(make<sse_gdn>(d, 87));
+}
+
 TEST_CASE("chunked: packed cu_seqlens with empty and one-token sequences") {
   const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
   check_fp32<sse_n4k1s, linstate::varlen, chunked64>(make<sse_n4k1s>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 63, true, cu));

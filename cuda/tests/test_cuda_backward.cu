@@ -387,6 +387,36 @@ TEST_CASE("chunked backward (bf16): SSE routed streams, router gradients, packed
   check_chunked_bf16<sse_n4k1s>(make<sse_n4k1s>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 64, .V = 64}, 210, true, cu), 70);
 }
 
+// --- the chunk-parallel delta-rule backward (kernels/chunked_delta.cuh; exact fp32, any input type) ---
+
+template <class Spec, class Strategy = linstate::varlen>
+void check_chunked_fp32(const random_inputs& data, std::uint64_t seed, bool with_dht = true, bool with_h0 = true) {
+  const auto [ref, got] = both<Spec, float, linstate::chunked<64>, Strategy>(data, seed, {}, with_dht, with_h0);
+  check_grads(ref, got);
+}
+
+TEST_CASE("chunked backward: gated delta rule in the WY form, every gradient against the CPU recurrence") {
+  check_chunked_fp32<gdn>(make<gdn>({.B = 2, .T = 150, .H = 2, .HV = 4, .K = 64, .V = 40}, 211), 71);
+  check_chunked_fp32<gdn>(make<gdn>({.B = 1, .T = 200, .H = 1, .HV = 1, .K = 128, .V = 128}, 212), 72, false, false);
+  check_chunked_fp32<gdn_plain>(make<gdn_plain>({.B = 2, .T = 130, .H = 1, .HV = 2, .K = 32, .V = 32}, 213), 73);
+  const auto d4 = make<sse_gdn>({.B = 2, .T = 260, .H = 2, .HV = 2, .K = 64, .V = 64}, 214);
+  check_chunked_fp32<sse_gdn>(d4, 74);
+  check_chunked_fp32<sse_gdn, linstate::mask>(d4, 74);
+  check_chunked_fp32<sse_gdn_w2r1>(make<sse_gdn_w2r1>({.B = 1, .T = 200, .H = 1, .HV = 1, .K = 96, .V = 32}, 215), 75);
+  check_chunked_fp32<sse_gdn_w1r2, linstate::mask>(make<sse_gdn_w1r2>({.B = 1, .T = 150, .H = 2, .HV = 4, .K = 32, .V = 48}, 216), 76);
+  check_chunked_fp32<sse_gdn_renorm>(make<sse_gdn_renorm>({.B = 2, .T = 150, .H = 1, .HV = 1, .K = 32, .V = 32}, 217), 77);
+  check_chunked_fp32<dense3s_gdn>(make<dense3s_gdn>({.B = 1, .T = 150, .H = 1, .HV = 2, .K = 32, .V = 32, .N = 3}, 218), 78);
+  const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
+  check_chunked_fp32<sse_gdn>(make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 219, true, cu), 79);
+  SUBCASE("bf16 and fp16 inputs") {
+    const sizes d{.B = 1, .T = 200, .H = 2, .HV = 2, .K = 64, .V = 64};
+    const auto [rb, gb] = both<sse_gdn, Eigen::bfloat16, linstate::chunked<64>>(make<sse_gdn>(d, 220), 80);
+    check_grads(rb, gb);
+    const auto [rh, gh] = both<sse_gdn, Eigen::half, linstate::chunked<64>>(make<sse_gdn>(d, 221), 81);
+    check_grads(rh, gh);
+  }
+}
+
 TEST_CASE("only the requested gradients are written; none requested is a no-op") {
   const auto data = make<sse_gdn>({.B = 1, .T = 40, .H = 1, .HV = 2, .K = 32, .V = 32}, 140);
   const auto in = data.view();

@@ -20,9 +20,10 @@
 // throw linstate::cuda_error. A token whose router logits are not finite (forward: routed nowhere,
 // output row NaN) gets NaN in every gradient row of that token (q, k, v, g, β, shared.*, logits).
 //
-// What runs: for chunked<C> (and automatic when some sequence is longer than 64 tokens) with bf16
-// inputs, decays none/scalar/gated_key and K, V ≤ 128, the chunk-parallel backward
-// (run_backward_chunked, kernels/chunked_backward.cuh) in place of step 2 below; otherwise, for every
+// What runs: for chunked<C> (and automatic when some sequence is longer than 64 tokens) the
+// chunk-parallel backward (run_backward_chunked) in place of step 2 below — with bf16 inputs, decays
+// none/scalar/gated_key and K, V ≤ 128: kernels/chunked_backward.cuh; for the gated delta rule (any
+// input type, K ≤ 128, K and V multiples of 4): kernels/chunked_delta.cuh; otherwise, for every
 // algorithm and both strategies (mask and varlen give the same results by construction):
 //   1. router_kernel (router::top_k): weights, flags, read and write slots (kernels/router.cuh);
 //   2. recurrent_bwd_kernel (kernels/recurrent_backward.cuh): per (sequence, value head, partition,
@@ -91,6 +92,7 @@
 #include "forward.cuh"
 #include "kernels/gradient_combine.cuh"
 #include "kernels/chunked_backward.cuh"
+#include "kernels/chunked_delta.cuh"
 #include "kernels/recurrent_backward.cuh"
 #include "kernels/router.cuh"
 
@@ -349,81 +351,90 @@ void run_backward(const cuda& be, const detail::problem& pb, const inputs<Scalar
   // the scratch memory is released here with cudaFreeAsync, ordered after the kernels
 }
 
-//! The chunk-parallel backward (kernels/chunked_backward.cuh; bf16, decays none/scalar/gated_key,
-//! K, V ≤ 128): router, record table, kernels 1–5 into the per-slot partials (Z = 1), then steps 3–4.
+//! The chunk-parallel backward: router, record table, then the chunked kernels into the per-slot
+//! partials (Z = 1) and steps 3–4. Decays none/scalar/gated_key: kernels/chunked_backward.cuh (bf16,
+//! K, V ≤ 128); the gated delta rule: kernels/chunked_delta.cuh (any input type, exact fp32).
 template <class Scalar>
 void run_backward_chunked(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, const cotangents<Scalar>& d,
                           const gradients<Scalar>& g, const char* api) {
   using Dev = device_scalar_t<Scalar>;
-  if constexpr (!std::is_same_v<Dev, __nv_bfloat16>) {
-    detail::fail(api, "internal: the chunked backward takes bf16 inputs");
-  } else {
-    const cudaStream_t stream = stream_of(be);
-    const index_t tokens = pb.tokens();
-    const bool routed = pb.router == detail::router_kind::top_k;
-    const record_plan rplan = plan_records(pb, chunk_len);
-    const int KP = pb.K <= 64 ? 64 : 128;
-    const std::size_t n_route = routed ? static_cast<std::size_t>(tokens * pb.N) : 0;
-    const std::size_t chunks = static_cast<std::size_t>(rplan.max_chunks);
-    const std::size_t kv = static_cast<std::size_t>(pb.HV * pb.K * pb.V);
-    scratch_layout lay;
-    const std::size_t at_seq = lay.add(in.cu_seqlens.empty() ? 0 : pb.seq.size() * sizeof(index_t));
-    const std::size_t at_w = lay.add(2 * n_route * sizeof(float));
-    const std::size_t at_meta = lay.add(n_route * sizeof(std::uint32_t));
-    const std::size_t at_flags = lay.add(rplan.flag_count * sizeof(int));
-    const std::size_t at_segc = lay.add(static_cast<std::size_t>(pb.S * pb.P + 1) * sizeof(index_t));
-    const std::size_t at_cseg = lay.add(chunks * sizeof(int));
-    const std::size_t at_rtok = lay.add(chunks * chunk_len * sizeof(int));
-    const std::size_t at_hbuf = lay.add(chunks * kv * sizeof(float));
-    const std::size_t at_dbuf = lay.add(chunks * kv * sizeof(float));
-    const std::size_t at_gbuf = lay.add(chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
-    const std::size_t at_cbuf = lay.add(chunks * static_cast<std::size_t>(pb.HV * KP) * sizeof(float));
-    bwd_partials pt;
-    pt.plan(pb, g, 1, lay, /*qk_for_g=*/true);
-    device_buffer<unsigned char> scratch(lay.bytes, stream, scratch_pool(api));
-    unsigned char* base = scratch.data();
-    pt.bind(base);
-    const index_t* seq = nullptr;
-    if (!in.cu_seqlens.empty()) {
-      check(cudaMemcpyAsync(base + at_seq, pb.seq.data(), pb.seq.size() * sizeof(index_t), cudaMemcpyHostToDevice, stream),
-            "cudaMemcpyAsync(cu_seqlens)", api);
-      seq = reinterpret_cast<const index_t*>(base + at_seq);
-    }
-    float* cw = n_route ? reinterpret_cast<float*>(base + at_w) : nullptr;
-    float* cr = n_route ? cw + n_route : nullptr;
-    auto* meta = n_route ? reinterpret_cast<std::uint32_t*>(base + at_meta) : nullptr;
-    if (n_route) launch_router(stream, pb, in, cw, cr, meta, api);
+  const bool delta = pb.decay == decay_kind::delta;
+  if (!delta && !std::is_same_v<Dev, __nv_bfloat16>) detail::fail(api, "internal: the chunked GLA-family backward takes bf16 inputs");
+  const cudaStream_t stream = stream_of(be);
+  const index_t tokens = pb.tokens();
+  const bool routed = pb.router == detail::router_kind::top_k;
+  const record_plan rplan = plan_records(pb, chunk_len);
+  const int KP = pb.K <= 64 ? 64 : 128;
+  const std::size_t n_route = routed ? static_cast<std::size_t>(tokens * pb.N) : 0;
+  const std::size_t chunks = static_cast<std::size_t>(rplan.max_chunks);
+  const std::size_t kv = static_cast<std::size_t>(pb.HV * pb.K * pb.V);
+  scratch_layout lay;
+  const std::size_t at_seq = lay.add(in.cu_seqlens.empty() ? 0 : pb.seq.size() * sizeof(index_t));
+  const std::size_t at_w = lay.add(2 * n_route * sizeof(float));
+  const std::size_t at_meta = lay.add(n_route * sizeof(std::uint32_t));
+  const std::size_t at_flags = lay.add(rplan.flag_count * sizeof(int));
+  const std::size_t at_segc = lay.add(static_cast<std::size_t>(pb.S * pb.P + 1) * sizeof(index_t));
+  const std::size_t at_cseg = lay.add(chunks * sizeof(int));
+  const std::size_t at_rtok = lay.add(chunks * chunk_len * sizeof(int));
+  const std::size_t at_hbuf = lay.add(chunks * kv * sizeof(float));
+  const std::size_t at_dbuf = lay.add(chunks * kv * sizeof(float));
+  const std::size_t at_gbuf = lay.add(delta ? 0 : chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
+  const std::size_t at_cbuf = lay.add(delta ? 0 : chunks * static_cast<std::size_t>(pb.HV * KP) * sizeof(float));
+  const std::size_t at_delta =
+      lay.add(delta ? chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats(pb.K, pb.V, true) * sizeof(float) : 0);
+  bwd_partials pt;
+  pt.plan(pb, g, 1, lay, /*qk_for_g=*/!delta);
+  device_buffer<unsigned char> scratch(lay.bytes, stream, scratch_pool(api));
+  unsigned char* base = scratch.data();
+  pt.bind(base);
+  const index_t* seq = nullptr;
+  if (!in.cu_seqlens.empty()) {
+    check(cudaMemcpyAsync(base + at_seq, pb.seq.data(), pb.seq.size() * sizeof(index_t), cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync(cu_seqlens)", api);
+    seq = reinterpret_cast<const index_t*>(base + at_seq);
+  }
+  float* cw = n_route ? reinterpret_cast<float*>(base + at_w) : nullptr;
+  float* cr = n_route ? cw + n_route : nullptr;
+  auto* meta = n_route ? reinterpret_cast<std::uint32_t*>(base + at_meta) : nullptr;
+  if (n_route) launch_router(stream, pb, in, cw, cr, meta, api);
 
-    auto* seg_chunk = reinterpret_cast<index_t*>(base + at_segc);
-    auto* chunk_seg = reinterpret_cast<int*>(base + at_cseg);
-    auto* rec_tok = reinterpret_cast<int*>(base + at_rtok);
-    build_records(pb, rplan, chunk_len, seq, meta, rplan.flag_count ? reinterpret_cast<int*>(base + at_flags) : nullptr,
-                  seg_chunk, chunk_seg, rec_tok, stream, scratch_pool(api), api);
+  auto* seg_chunk = reinterpret_cast<index_t*>(base + at_segc);
+  auto* chunk_seg = reinterpret_cast<int*>(base + at_cseg);
+  auto* rec_tok = reinterpret_cast<int*>(base + at_rtok);
+  build_records(pb, rplan, chunk_len, seq, meta, rplan.flag_count ? reinterpret_cast<int*>(base + at_flags) : nullptr,
+                seg_chunk, chunk_seg, rec_tok, stream, scratch_pool(api), api);
 
-    chunk_bwd_params<Dev> c;
-    c.T = pb.T, c.H = static_cast<int>(pb.H), c.HV = static_cast<int>(pb.HV), c.K = static_cast<int>(pb.K);
-    c.V = static_cast<int>(pb.V), c.N = static_cast<int>(pb.N), c.P = static_cast<int>(pb.P), c.S = static_cast<int>(pb.S);
-    c.R = pt.Rr, c.first_routed = rplan.first_routed, c.shared = pb.shared, c.scale = pb.scale;
-    c.main = source_of(in.q, in.k, in.g, in.beta);
-    c.shr = source_of(in.shared.q, in.shared.k, in.shared.g, in.shared.beta);
-    c.v = device_ptr(in.v.data);
-    c.cw = cw, c.cr = cr, c.meta = meta;
-    c.rt = record_table{chunk_len, c.S, c.P, seg_chunk, chunk_seg, rec_tok, rplan.max_chunks};
-    c.state_in = in.initial_state.data;
-    c.hbuf = reinterpret_cast<float*>(base + at_hbuf), c.gbuf = reinterpret_cast<float*>(base + at_gbuf);
-    c.dO = device_ptr(d.o.data), c.dht = d.final_state.data, c.dh0 = g.initial_state.data;
-    c.dbuf = reinterpret_cast<float*>(base + at_dbuf), c.cbuf = reinterpret_cast<float*>(base + at_cbuf), c.kp = KP;
-    c.Rr = pt.Rr, c.Rw = pt.Rw;
-    c.dq = pt.dq, c.dk = pt.dk, c.dv = pt.dv, c.dg = pt.dg, c.dcw = pt.dcw, c.dcr = pt.dcr;
+  chunk_bwd_params<Dev> c;
+  c.T = pb.T, c.H = static_cast<int>(pb.H), c.HV = static_cast<int>(pb.HV), c.K = static_cast<int>(pb.K);
+  c.V = static_cast<int>(pb.V), c.N = static_cast<int>(pb.N), c.P = static_cast<int>(pb.P), c.S = static_cast<int>(pb.S);
+  c.R = pt.Rr, c.first_routed = rplan.first_routed, c.shared = pb.shared, c.scale = pb.scale;
+  c.main = source_of(in.q, in.k, in.g, in.beta);
+  c.shr = source_of(in.shared.q, in.shared.k, in.shared.g, in.shared.beta);
+  c.v = device_ptr(in.v.data);
+  c.cw = cw, c.cr = cr, c.meta = meta;
+  c.rt = record_table{chunk_len, c.S, c.P, seg_chunk, chunk_seg, rec_tok, rplan.max_chunks};
+  c.state_in = in.initial_state.data;
+  c.hbuf = reinterpret_cast<float*>(base + at_hbuf), c.gbuf = reinterpret_cast<float*>(base + at_gbuf);
+  c.dO = device_ptr(d.o.data), c.dht = d.final_state.data, c.dh0 = g.initial_state.data;
+  c.dbuf = reinterpret_cast<float*>(base + at_dbuf), c.cbuf = reinterpret_cast<float*>(base + at_cbuf), c.kp = KP;
+  c.Rr = pt.Rr, c.Rw = pt.Rw;
+  c.dq = pt.dq, c.dk = pt.dk, c.dv = pt.dv, c.dg = pt.dg, c.dcw = pt.dcw, c.dcr = pt.dcr;
+  if (delta) {
+    delta_params<Dev> dp;
+    static_cast<chunk_bwd_params<Dev>&>(dp) = c;
+    dp.l2norm = pb.l2norm, dp.dbeta = pt.dbeta;
+    bind_delta_buffers(dp, reinterpret_cast<float*>(base + at_delta), rplan.max_chunks, pb.HV, pb.K, pb.V, true);
+    enqueue_chunked_delta_backward(dp, stream, api);
+  } else if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
     const bool want_dg = pt.dg != nullptr;
     switch (pb.decay) {
       case decay_kind::none: enqueue_chunked_backward<decay_kind::none>(c, want_dg, stream, api); break;
       case decay_kind::scalar: enqueue_chunked_backward<decay_kind::scalar>(c, want_dg, stream, api); break;
       default: enqueue_chunked_backward<decay_kind::diagonal>(c, want_dg, stream, api); break;
     }
-    combine_gradients(stream, pb, pt, meta, g, api);
-    router_backward(stream, pb, in, pt, meta, g.router_logits, api);
   }
+  combine_gradients(stream, pb, pt, meta, g, api);
+  router_backward(stream, pb, in, pt, meta, g.router_logits, api);
 }
 
 template <class Scalar>
@@ -448,7 +459,8 @@ void backward(const cuda& be, const inputs<Scalar>& in, const cotangents<Scalar>
   require_device_inputs(api, in);
   require_device_gradients(api, d, grads);
   require_supported(api, pb);
-  if (pb.tokens() > 0 && wants_chunked<Algorithm>(pb) && chunked_backward_supported<device_scalar_t<Scalar>>(pb))
+  if (pb.tokens() > 0 && wants_chunked<Algorithm>(pb) &&
+      (chunked_backward_supported<device_scalar_t<Scalar>>(pb) || delta_chunked_supported(pb)))
     run_backward_chunked(be, pb, in, d, grads, api);
   else run_backward(be, pb, in, d, grads, bwd_segment<Algorithm>(), api);
 }

@@ -19,12 +19,13 @@
 // copy) before the call returns, so it must stay valid until the call returns, and no longer.
 // Input tensors must stay valid, and outputs untouched, until the stream has run the call's work.
 //
-// What runs: the router (router::top_k) in one kernel; then, for linstate::recurrent, for the delta
-// rule, for K > 128 and for linstate::automatic when no sequence is longer than 64 tokens (a decode
-// step, a short prompt), the recurrent kernel (kernels/recurrent.cuh; for a decode step only on the
-// partitions each token touches); otherwise (linstate::chunked<C>, linstate::automatic on longer
-// sequences, decays none/scalar/gated_key) the device-side varlen grouping (kernels/records.cuh) and
-// the chunk-parallel kernels (kernels/chunked.cuh; 64-record tiles whatever C is). When a token has
+// What runs: the router (router::top_k) in one kernel; then, for linstate::recurrent, for K > 128
+// and for linstate::automatic when no sequence is longer than 64 tokens (a decode step, a short
+// prompt), the recurrent kernel (kernels/recurrent.cuh; for a decode step only on the partitions each
+// token touches); otherwise (linstate::chunked<C>, linstate::automatic on longer sequences) the
+// device-side varlen grouping (kernels/records.cuh) and the chunk-parallel kernels with 64-record
+// tiles whatever C is: kernels/chunked.cuh for decays none/scalar/gated_key, kernels/chunked_delta.cuh
+// (the WY form, exact fp32) for the gated delta rule with K and V multiples of 4. When a token has
 // several reading partitions, a deterministic pass sums their outputs. The strategies linstate::mask
 // and linstate::varlen give the same results by construction (a partition skips the tokens that
 // neither write nor read it), so both run the same kernels.
@@ -55,6 +56,7 @@
 #include "detail/scalar.cuh"
 #include "detail/scratch.cuh"
 #include "kernels/chunked.cuh"
+#include "kernels/chunked_delta.cuh"
 #include "kernels/records.cuh"
 #include "kernels/recurrent.cuh"
 #include "kernels/router.cuh"
@@ -131,7 +133,8 @@ void run(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, co
   for (std::size_t i = 0; i + 1 < pb.seq.size(); ++i) longest = std::max(longest, pb.seq[i + 1] - pb.seq[i]);
   // Decode grid (SPEC §11 C8): blocks only for the partitions the single token of each sequence touches.
   const bool compact = routed && longest <= 1 && (in_place || state_out == nullptr);
-  const bool chunked = use_chunked && chunked_supported(pb);
+  const bool delta_chunked = use_chunked && delta_chunked_supported(pb);
+  const bool chunked = (use_chunked && chunked_supported(pb)) || delta_chunked;
   const record_plan rplan = chunked ? plan_records(pb, chunk_len) : record_plan{};
 
   // --- one scratch allocation: cu_seqlens, routing tables, partial outputs ----------------------
@@ -149,7 +152,9 @@ void run(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, co
   const std::size_t at_cseg = lay.add(n_chunks * sizeof(int));
   const std::size_t at_rtok = lay.add(n_chunks * chunk_len * sizeof(int));
   const std::size_t at_hbuf = lay.add(n_chunks * static_cast<std::size_t>(pb.HV * pb.K * pb.V) * sizeof(float));
-  const std::size_t at_gbuf = lay.add(n_chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
+  const std::size_t at_gbuf = lay.add(delta_chunked ? 0 : n_chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
+  const std::size_t at_delta =
+      lay.add(delta_chunked ? n_chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats(pb.K, pb.V, false) * sizeof(float) : 0);
   device_buffer<unsigned char> scratch;
   if (lay.bytes) scratch = device_buffer<unsigned char>(lay.bytes, stream, scratch_pool(api));
   auto at = [&](std::size_t off) { return static_cast<void*>(scratch.data() + off); };
@@ -198,10 +203,18 @@ void run(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, co
     c.state_in = state_in, c.state_out = state_out;
     c.hbuf = static_cast<float*>(at(at_hbuf)), c.gbuf = static_cast<float*>(at(at_gbuf));
     c.o = device_ptr(o), c.o_part = o_part;
-    switch (pb.decay) {
-      case decay_kind::none: enqueue_chunked<decay_kind::none, Dev>(c, stream, api); break;
-      case decay_kind::scalar: enqueue_chunked<decay_kind::scalar, Dev>(c, stream, api); break;
-      default: enqueue_chunked<decay_kind::diagonal, Dev>(c, stream, api); break;
+    if (delta_chunked) {
+      delta_params<Dev> d;
+      static_cast<chunk_params<Dev>&>(d) = c;
+      d.l2norm = pb.l2norm;
+      bind_delta_buffers(d, static_cast<float*>(at(at_delta)), rplan.max_chunks, pb.HV, pb.K, pb.V, false);
+      enqueue_chunked_delta(d, stream, api);
+    } else {
+      switch (pb.decay) {
+        case decay_kind::none: enqueue_chunked<decay_kind::none, Dev>(c, stream, api); break;
+        case decay_kind::scalar: enqueue_chunked<decay_kind::scalar, Dev>(c, stream, api); break;
+        default: enqueue_chunked<decay_kind::diagonal, Dev>(c, stream, api); break;
+      }
     }
   } else {
     recurrent_params<Dev> p;

@@ -1,0 +1,775 @@
+// linstate/cuda/kernels/chunked_delta.cuh — the chunk-parallel gated delta rule on the GPU, forward
+// and backward (SPEC §3.2, the WY form), over the record table of kernels/records.cuh; the GPU
+// counterpart of the CPU's run_chunked_delta / run_chunked_delta_backward (backend/cpu/kernels.hpp,
+// chunked_delta_backward.hpp), with the same notation.
+//
+// Per chunk of C = 64 records of a (sequence, partition) stream, with entering state S [K,V]:
+//   Q [C,K]  rows r_i·q̂_i on reading records (r = scale × read weight), 0 elsewhere
+//   K̂ [C,K]  rows k̂_i on writing records, 0 elsewhere       (q̂, k̂: l2norm(x) = x/√(Σx²+1e-6), or x)
+//   b [C]    β̃_i = β_i·(write weight) on writing records, 0 elsewhere
+//   G [C]    inclusive cumulative log-decay over the writing records (a record that does not write adds 0)
+//   Γ_ij = e^{G_i − G_j} (j ≤ i: every exponent ≤ 0)
+//   T = (I + strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ))⁻¹ (unit lower triangular)
+//   [U | W] = T [diag(b) V | diag(b e^{G}) K̂],   Vn = U − W S
+//   A = lower_incl(Q K̂ᵀ ⊙ Γ),   O = diag(e^{G}) Q S + A Vn
+//   S' = e^{G_C} S + (diag(e^{G_C − G}) K̂)ᵀ Vn
+// Forward, three kernels:
+//   1. delta_prep_kernel   (per chunk, value head): k̂, q̂, b, G, T, A, W, U — everything that does not
+//      depend on the state — into per-chunk buffers;
+//   2. delta_state_kernel  (per stream, value head, 32-column V tile; sequential over the stream's
+//      chunks): stores S entering each chunk, Vn = U − W S, S ← S' ; the last S is the final state;
+//   3. delta_output_kernel (per chunk, value head, 64-column V tile): O = diag(e^G) Q S + A Vn.
+// Backward (the adjoint, formulas at the top of chunked_delta_backward.hpp; D = ∂L/∂S' of a chunk):
+//   kernels 1–2 again (the entering states), then
+//   4. delta_rscan_kernel  (per stream, value head, V tile; sequential backwards): stores D of each
+//      chunk and the chunk's dO rows, dVn = Aᵀ dO + diag(e^{G_C−G}) K̂ D, and walks
+//      D ← e^{G_C} D + (diag(e^G) Q)ᵀ dO − Wᵀ dVn; the last D is ∂L/∂h0;
+//   5. delta_grad_kernel   (per chunk, value head): every gradient of the chunk — q, k, v, β, g and the
+//      router weights — into the per-slot partials of backward.cuh's contract (Z = 1).
+// All products are exact fp32 on the CUDA cores (tile_mma<float>) whatever the input type: the WY
+// solve is sensitive to rounding, and this path is about exactness first (the sequential kernels 2
+// and 4 bound its speed; see docs/cuda.md).
+//
+// Scratch (fp32, per chunk and value head): k̂, q̂, W [C,K]; U, Vn [C,V]; T, A [C,C]; G, b, 1/‖k‖,
+// 1/‖q‖ [C]; S [K,V]; the backward adds D [K,V], dO, dVn [C,V] and a workspace [C, 2K + V].
+// Requirements (delta_chunked_supported): K ≤ 128, K and V multiples of 4 (tile_mma's fp32 tiles).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "chunked_backward.cuh"
+
+namespace linstate::cuda_detail {
+
+inline constexpr int delta_threads = 256;
+inline constexpr int delta_scan_tile = 32;  //!< V columns per block of the sequential kernels 2 and 4
+inline constexpr int delta_out_tile = 64;   //!< V columns per block of the output kernel
+
+template <class Dev>
+struct delta_params : chunk_bwd_params<Dev> {
+  bool l2norm = false;
+  float* kn = nullptr;     // [chunks, HV, C, K] k̂ (writing records; 0 elsewhere)
+  float* qn = nullptr;     // [chunks, HV, C, K] q̂ (reading records; without r)
+  float* kinv = nullptr;   // [chunks, HV, C] 1/‖k‖ (1 without l2norm)
+  float* qinv = nullptr;   // [chunks, HV, C]
+  float* G = nullptr;      // [chunks, HV, C]
+  float* b = nullptr;      // [chunks, HV, C] β̃
+  float* Tm = nullptr;     // [chunks, HV, C, C]
+  float* A = nullptr;      // [chunks, HV, C, C]
+  float* W = nullptr;      // [chunks, HV, C, K]
+  float* U = nullptr;      // [chunks, HV, C, V]
+  float* Vn = nullptr;     // [chunks, HV, C, V]
+  // backward (hbuf holds S entering each chunk, dbuf holds D)
+  float* dO32 = nullptr;   // [chunks, HV, C, V]
+  float* dVn = nullptr;    // [chunks, HV, C, V]
+  float* ws = nullptr;     // [chunks, HV, C, 2K + V]
+  float* dbeta = nullptr;  // [tokens, HV, Rw]
+};
+
+//! Floats of scratch per chunk and value head besides the states (hbuf) and their adjoints (dbuf):
+//! forward only, or forward + backward.
+inline std::size_t delta_chunk_floats(index_t K, index_t V, bool backward) {
+  const std::size_t C = chunk_len, k = static_cast<std::size_t>(K), v = static_cast<std::size_t>(V);
+  std::size_t f = 3 * C * k + 2 * C * v + 2 * C * C + 4 * C;
+  if (backward) f += 2 * C * v + C * (2 * k + v);
+  return f;
+}
+
+//! Points the per-chunk buffers of `d` into `base` (delta_chunk_floats(K, V, backward) × chunks × HV floats).
+template <class Dev>
+void bind_delta_buffers(delta_params<Dev>& d, float* base, index_t chunks, index_t HV, index_t K, index_t V, bool backward) {
+  const index_t u = chunks * HV, C = chunk_len;
+  auto take = [&](index_t n) { float* x = base; base += u * n; return x; };
+  d.kn = take(C * K), d.qn = take(C * K), d.W = take(C * K);
+  d.U = take(C * V), d.Vn = take(C * V);
+  d.Tm = take(C * C), d.A = take(C * C);
+  d.G = take(C), d.b = take(C), d.kinv = take(C), d.qinv = take(C);
+  if (backward) d.dO32 = take(C * V), d.dVn = take(C * V), d.ws = take(C * (2 * K + V));
+}
+
+namespace delta_detail {
+
+__host__ __device__ constexpr std::size_t up16(std::size_t b) { return (b + 15) / 16 * 16; }
+
+//! Sums over the 32 lanes of a warp (fixed order: deterministic).
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+//! Per-(chunk, head) element offsets of the buffers.
+struct at_chunk {
+  index_t ck, cv, cc, c, kv;
+  __device__ at_chunk(index_t chunk, int hv, int HV, int K, int V) {
+    const index_t u = chunk * HV + hv;
+    ck = u * chunk_len * K, cv = u * chunk_len * V, cc = u * chunk_len * chunk_len, c = u * chunk_len;
+    kv = u * static_cast<index_t>(K) * V;
+  }
+};
+
+//! Padded row pitches of the shared-memory tiles (spread the banks of tile_mma's column reads).
+__host__ __device__ constexpr int ldk(int K) { return K + 4; }
+inline constexpr int ldc = chunk_len + 4;
+inline constexpr int lds = delta_scan_tile + 4;
+
+}  // namespace delta_detail
+
+// --- 1. delta_prep_kernel --------------------------------------------------------------------------
+
+struct delta_prep_smem {
+  std::size_t recs, G, b, Ks, Qs, Lm, Am, Tm, Vt, bytes;
+  __host__ __device__ explicit delta_prep_smem(int K) {
+    using delta_detail::up16;
+    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
+    const std::size_t cc = static_cast<std::size_t>(chunk_len) * delta_detail::ldc * sizeof(float);
+    recs = 0;
+    G = up16(chunk_len * sizeof(chunk_record));
+    b = G + up16(chunk_len * sizeof(float));
+    Ks = b + up16(chunk_len * sizeof(float));
+    Qs = Ks + rowk, Lm = Qs + rowk, Am = Lm + cc, Tm = Am + cc, Vt = Tm + cc;
+    bytes = Vt + static_cast<std::size_t>(chunk_len) * (delta_out_tile + 4) * sizeof(float);
+  }
+};
+
+//! grid (max_chunks, HV).
+template <class Dev>
+__global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_params<Dev> p) {
+  using namespace delta_detail;
+  constexpr int C = chunk_len;
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, HV = p.HV, lk = ldk(K);
+  const delta_prep_smem L(K);
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
+  float* G = reinterpret_cast<float*>(smem_raw + L.G);
+  float* b = reinterpret_cast<float*>(smem_raw + L.b);
+  float* Ks = reinterpret_cast<float*>(smem_raw + L.Ks);
+  float* Qs = reinterpret_cast<float*>(smem_raw + L.Qs);
+  float* Lm = reinterpret_cast<float*>(smem_raw + L.Lm);
+  float* Am = reinterpret_cast<float*>(smem_raw + L.Am);
+  float* Tm = reinterpret_cast<float*>(smem_raw + L.Tm);
+  float* Vt = reinterpret_cast<float*>(smem_raw + L.Vt);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int warp = tid >> 5, lane = tid & 31, nwarps = nt >> 5;
+  const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const at_chunk o(c, hv, HV, K, V);
+  const chunk_where at = locate_chunk(p, c);
+  const device_source<Dev> src = at.is_shared ? p.shr : p.main;
+  load_records(p, c, at, h, hv, recs);
+  __syncthreads();
+  staged_for(
+      C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.wr ? to_f32(src.k[r.qk + e % K]) : 0.f; },
+      [&](int e, float x) { Ks[(e / K) * lk + e % K] = x; });
+  staged_for(
+      C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.rd ? to_f32(src.q[r.qk + e % K]) : 0.f; },
+      [&](int e, float x) { Qs[(e / K) * lk + e % K] = x; });
+  if (tid < C) {
+    const chunk_record& r = recs[tid];
+    G[tid] = r.wr ? to_f32(src.g[r.hv]) : 0.f;
+    b[tid] = r.wr ? to_f32(src.beta[r.hv]) * r.w : 0.f;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    float acc = 0.f;
+    for (int i = 0; i < C; ++i) acc += G[i], G[i] = acc;
+  }
+  // l2norm (one warp per row), the unscaled rows to the buffers, then Q ← r·q̂
+  for (int i = warp; i < C; i += nwarps) {
+    float sk = 0.f, sq = 0.f;
+    for (int a = lane; a < K; a += 32) sk += Ks[i * lk + a] * Ks[i * lk + a], sq += Qs[i * lk + a] * Qs[i * lk + a];
+    sk = warp_sum(sk), sq = warp_sum(sq);
+    const float ik = p.l2norm ? 1.f / sqrtf(sk + 1e-6f) : 1.f, iq = p.l2norm ? 1.f / sqrtf(sq + 1e-6f) : 1.f;
+    const float rr = recs[i].r;
+    for (int a = lane; a < K; a += 32) {
+      const float kh = Ks[i * lk + a] * ik, qh = Qs[i * lk + a] * iq;
+      Ks[i * lk + a] = kh, Qs[i * lk + a] = qh * rr;
+      p.kn[o.ck + i * K + a] = kh, p.qn[o.ck + i * K + a] = qh;
+    }
+    if (lane == 0) p.kinv[o.c + i] = ik, p.qinv[o.c + i] = iq;
+  }
+  __syncthreads();
+  if (tid < C) p.G[o.c + tid] = G[tid], p.b[o.c + tid] = b[tid];
+  tile_mma<row_major_t, col_major_t>(Lm, ldc, Ks, lk, Ks, lk, C, C, K, false);  // K̂ K̂ᵀ
+  tile_mma<row_major_t, col_major_t>(Am, ldc, Qs, lk, Ks, lk, C, C, K, false);  // Q K̂ᵀ
+  __syncthreads();
+  for (int e = tid; e < C * C; e += nt) {
+    const int i = e / C, j = e % C;
+    const float gam = j <= i ? __expf(G[i] - G[j]) : 0.f;
+    Lm[i * ldc + j] = j < i ? b[i] * Lm[i * ldc + j] * gam : 0.f;  // strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ)
+    const float a = Am[i * ldc + j] * gam;                          // lower_incl(Q K̂ᵀ ⊙ Γ)
+    p.A[o.cc + e] = a;
+  }
+  __syncthreads();
+  // T = (I + L)⁻¹ by forward substitution, one column per thread: T_ij = −Σ_{j ≤ l < i} L_il T_lj
+  if (tid < C) {
+    const int j = tid;
+    for (int i = 0; i < C; ++i) {
+      float s = 0.f;
+      for (int l = j; l < i; ++l) s = fmaf(Lm[i * ldc + l], Tm[l * ldc + j], s);
+      Tm[i * ldc + j] = i < j ? 0.f : i == j ? 1.f : -s;
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < C * C; e += nt) p.Tm[o.cc + e] = Tm[(e / C) * ldc + e % C];
+  // W = T diag(b e^G) K̂
+  for (int e = tid; e < C * K; e += nt) {
+    const int i = e / K;
+    Ks[i * lk + e % K] *= b[i] * __expf(G[i]);
+  }
+  __syncthreads();
+  tile_mma<row_major_t, row_major_t>(p.W + o.ck, K, Tm, ldc, Ks, lk, C, K, C, false);
+  // U = T diag(b) V, 64 columns at a time
+  constexpr int lv = delta_out_tile + 4;
+  for (int j0 = 0; j0 < V; j0 += delta_out_tile) {
+    const int n = min(delta_out_tile, V - j0);
+    __syncthreads();
+    staged_for(
+        C * delta_out_tile,
+        [&](int e) {
+          const int i = e / delta_out_tile, jj = e % delta_out_tile;
+          const chunk_record& r = recs[i];
+          return (r.wr && jj < n) ? to_f32(p.v[r.hv * V + j0 + jj]) : 0.f;
+        },
+        [&](int e, float x) { Vt[(e / delta_out_tile) * lv + e % delta_out_tile] = x * b[e / delta_out_tile]; });
+    __syncthreads();
+    tile_mma<row_major_t, row_major_t>(p.U + o.cv + j0, V, Tm, ldc, Vt, lv, C, n, C, false);
+  }
+}
+
+// --- 2. delta_state_kernel -------------------------------------------------------------------------
+
+struct delta_state_smem {
+  std::size_t G, h, Vt, Kd, bytes;
+  __host__ __device__ explicit delta_state_smem(int K) {
+    using delta_detail::up16;
+    G = 0;
+    h = up16(chunk_len * sizeof(float));
+    Vt = h + static_cast<std::size_t>(K) * delta_detail::lds * sizeof(float);
+    Kd = Vt + static_cast<std::size_t>(chunk_len) * delta_detail::lds * sizeof(float);
+    bytes = Kd + static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
+  }
+};
+
+//! grid (⌈V / 32⌉, HV, S·P). A stream without records keeps its initial state (copied out of place,
+//! untouched in place).
+template <class Dev>
+__global__ void __launch_bounds__(delta_threads) delta_state_kernel(const delta_params<Dev> p) {
+  using namespace delta_detail;
+  constexpr int C = chunk_len, TS = delta_scan_tile;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, HV = p.HV, lk = ldk(K);
+  const delta_state_smem L(K);
+  float* G = reinterpret_cast<float*>(smem_raw + L.G);
+  float* h = reinterpret_cast<float*>(smem_raw + L.h);
+  float* Vt = reinterpret_cast<float*>(smem_raw + L.Vt);
+  float* Kd = reinterpret_cast<float*>(smem_raw + L.Kd);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
+  const int part = seg / p.S, s = seg % p.S;
+  const int j0 = static_cast<int>(blockIdx.x) * TS, n = min(TS, V - j0);
+  const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
+  if (c0 == c1 && p.in_place) return;
+  const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
+  for (int e = tid; e < K * TS; e += nt) {
+    const int a = e / TS, jj = e % TS;
+    h[a * lds + jj] = (p.state_in && jj < n) ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + jj] : 0.f;
+  }
+  for (index_t c = c0; c < c1; ++c) {
+    const at_chunk o(c, hv, HV, K, V);
+    if (tid < C) G[tid] = p.G[o.c + tid];
+    __syncthreads();  // h complete (previous chunk), G loaded
+    for (int e = tid; e < K * TS; e += nt) {
+      const int a = e / TS, jj = e % TS;
+      if (jj < n) p.hbuf[o.kv + static_cast<index_t>(a) * V + j0 + jj] = h[a * lds + jj];
+    }
+    const float gl = G[C - 1];
+    for (int e = tid; e < C * K; e += nt) {
+      const int i = e / K, a = e % K;
+      Kd[i * lk + a] = p.kn[o.ck + e] * __expf(gl - G[i]);
+    }
+    tile_mma<row_major_t, row_major_t>(Vt, lds, p.W + o.ck, K, h, lds, C, TS, K, false);  // W S
+    __syncthreads();
+    for (int e = tid; e < C * TS; e += nt) {
+      const int i = e / TS, jj = e % TS;
+      float x = 0.f;
+      if (jj < n) {
+        x = p.U[o.cv + static_cast<index_t>(i) * V + j0 + jj] - Vt[i * lds + jj];
+        p.Vn[o.cv + static_cast<index_t>(i) * V + j0 + jj] = x;
+      }
+      Vt[i * lds + jj] = x;
+    }
+    const float eg = __expf(gl);
+    for (int e = tid; e < K * TS; e += nt) h[(e / TS) * lds + e % TS] *= eg;
+    __syncthreads();
+    tile_mma<col_major_t, row_major_t>(h, lds, Kd, lk, Vt, lds, K, TS, C, true);  // + Kdᵀ Vn
+  }
+  __syncthreads();
+  if (p.state_out)
+    for (int e = tid; e < K * TS; e += nt) {
+      const int a = e / TS, jj = e % TS;
+      if (jj < n) p.state_out[sbase + static_cast<index_t>(a) * V + j0 + jj] = h[a * lds + jj];
+    }
+}
+
+// --- 3. delta_output_kernel ------------------------------------------------------------------------
+
+struct delta_output_smem {
+  std::size_t recs, G, Qg, O, bytes;
+  __host__ __device__ explicit delta_output_smem(int K) {
+    using delta_detail::up16;
+    recs = 0;
+    G = up16(chunk_len * sizeof(chunk_record));
+    Qg = G + up16(chunk_len * sizeof(float));
+    O = Qg + static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
+    bytes = O + static_cast<std::size_t>(chunk_len) * (delta_out_tile + 4) * sizeof(float);
+  }
+};
+
+//! grid (max_chunks, HV, ⌈V / 64⌉).
+template <class Dev>
+__global__ void __launch_bounds__(delta_threads) delta_output_kernel(const delta_params<Dev> p) {
+  using namespace delta_detail;
+  constexpr int C = chunk_len, TV = delta_out_tile, lo = delta_out_tile + 4;
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, HV = p.HV, lk = ldk(K);
+  const delta_output_smem L(K);
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
+  float* G = reinterpret_cast<float*>(smem_raw + L.G);
+  float* Qg = reinterpret_cast<float*>(smem_raw + L.Qg);
+  float* O = reinterpret_cast<float*>(smem_raw + L.O);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const int j0 = static_cast<int>(blockIdx.z) * TV, n = min(TV, V - j0);
+  const at_chunk o(c, hv, HV, K, V);
+  const chunk_where at = locate_chunk(p, c);
+  load_records(p, c, at, h, hv, recs);
+  if (tid < C) G[tid] = p.G[o.c + tid];
+  __syncthreads();
+  for (int e = tid; e < C * K; e += nt) {
+    const int i = e / K;
+    Qg[i * lk + e % K] = p.qn[o.ck + e] * recs[i].r * __expf(G[i]);
+  }
+  __syncthreads();
+  tile_mma<row_major_t, row_major_t>(O, lo, Qg, lk, p.hbuf + o.kv + j0, V, C, n, K, false);      // diag(e^G) Q S
+  tile_mma<row_major_t, row_major_t>(O, lo, p.A + o.cc, C, p.Vn + o.cv + j0, V, C, n, C, true);  // + A Vn
+  __syncthreads();
+  for (int e = tid; e < C * TV; e += nt) {
+    const int i = e / TV, jj = e % TV;
+    const chunk_record& r = recs[i];
+    if (!r.rd || jj >= n) continue;
+    const float val = O[i * lo + jj];
+    if (p.R == 1) p.o[r.hv * V + j0 + jj] = from_f32<Dev>(val);
+    else p.o_part[(r.hv * p.R + r.slot) * V + j0 + jj] = val;
+  }
+}
+
+// --- 4. delta_rscan_kernel -------------------------------------------------------------------------
+
+struct delta_rscan_smem {
+  std::size_t recs, G, D, dOt, dVt, Qg, Kd, bytes;
+  __host__ __device__ explicit delta_rscan_smem(int K) {
+    using delta_detail::up16;
+    using delta_detail::lds;
+    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
+    recs = 0;
+    G = up16(chunk_len * sizeof(chunk_record));
+    D = G + up16(chunk_len * sizeof(float));
+    dOt = D + static_cast<std::size_t>(K) * lds * sizeof(float);
+    dVt = dOt + static_cast<std::size_t>(chunk_len) * lds * sizeof(float);
+    Qg = dVt + static_cast<std::size_t>(chunk_len) * lds * sizeof(float);
+    Kd = Qg + rowk;
+    bytes = Kd + rowk;
+  }
+};
+
+//! grid (⌈V / 32⌉, HV, S·P): D walks the stream's chunks backwards.
+template <class Dev>
+__global__ void __launch_bounds__(delta_threads) delta_rscan_kernel(const delta_params<Dev> p) {
+  using namespace delta_detail;
+  constexpr int C = chunk_len, TS = delta_scan_tile;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, HV = p.HV, lk = ldk(K);
+  const delta_rscan_smem L(K);
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
+  float* G = reinterpret_cast<float*>(smem_raw + L.G);
+  float* D = reinterpret_cast<float*>(smem_raw + L.D);
+  float* dOt = reinterpret_cast<float*>(smem_raw + L.dOt);
+  float* dVt = reinterpret_cast<float*>(smem_raw + L.dVt);
+  float* Qg = reinterpret_cast<float*>(smem_raw + L.Qg);
+  float* Kd = reinterpret_cast<float*>(smem_raw + L.Kd);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const int part = seg / p.S, s = seg % p.S;
+  const int j0 = static_cast<int>(blockIdx.x) * TS, n = min(TS, V - j0);
+  const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
+  const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
+  for (int e = tid; e < K * TS; e += nt) {
+    const int a = e / TS, jj = e % TS;
+    D[a * lds + jj] = (p.dht && jj < n) ? p.dht[sbase + static_cast<index_t>(a) * V + j0 + jj] : 0.f;
+  }
+  for (index_t c = c1 - 1; c >= c0; --c) {
+    const at_chunk o(c, hv, HV, K, V);
+    const chunk_where at = locate_chunk(p, c);
+    __syncthreads();  // D complete, previous chunk's tiles consumed
+    load_records(p, c, at, h, hv, recs);
+    if (tid < C) G[tid] = p.G[o.c + tid];
+    for (int e = tid; e < K * TS; e += nt) {
+      const int a = e / TS, jj = e % TS;
+      if (jj < n) p.dbuf[o.kv + static_cast<index_t>(a) * V + j0 + jj] = D[a * lds + jj];
+    }
+    __syncthreads();
+    staged_for(
+        C * TS,
+        [&](int e) {
+          const int i = e / TS, jj = e % TS;
+          const chunk_record& r = recs[i];
+          return (r.rd && jj < n) ? to_f32(p.dO[r.hv * V + j0 + jj]) : 0.f;
+        },
+        [&](int e, float x) {
+          const int i = e / TS, jj = e % TS;
+          dOt[i * lds + jj] = x;
+          if (jj < n) p.dO32[o.cv + static_cast<index_t>(i) * V + j0 + jj] = x;
+        });
+    const float gl = G[C - 1];
+    for (int e = tid; e < C * K; e += nt) {
+      const int i = e / K, a = e % K;
+      Qg[i * lk + a] = p.qn[o.ck + e] * recs[i].r * __expf(G[i]);
+      Kd[i * lk + a] = p.kn[o.ck + e] * __expf(gl - G[i]);
+    }
+    __syncthreads();
+    tile_mma<col_major_t, row_major_t>(dVt, lds, p.A + o.cc, C, dOt, lds, C, TS, C, false);  // Aᵀ dO
+    tile_mma<row_major_t, row_major_t>(dVt, lds, Kd, lk, D, lds, C, TS, K, true);           // + Kd D
+    __syncthreads();
+    for (int e = tid; e < C * TS; e += nt) {
+      const int i = e / TS, jj = e % TS;
+      if (jj < n) p.dVn[o.cv + static_cast<index_t>(i) * V + j0 + jj] = dVt[i * lds + jj];
+      dVt[i * lds + jj] = -dVt[i * lds + jj];
+    }
+    const float eg = __expf(gl);
+    for (int e = tid; e < K * TS; e += nt) D[(e / TS) * lds + e % TS] *= eg;
+    __syncthreads();
+    tile_mma<col_major_t, row_major_t>(D, lds, Qg, lk, dOt, lds, K, TS, C, true);          // + Qgᵀ dO
+    tile_mma<col_major_t, row_major_t>(D, lds, p.W + o.ck, K, dVt, lds, K, TS, C, true);   // − Wᵀ dVn
+  }
+  __syncthreads();
+  if (p.dh0)
+    for (int e = tid; e < K * TS; e += nt) {
+      const int a = e / TS, jj = e % TS;
+      if (jj < n) p.dh0[sbase + static_cast<index_t>(a) * V + j0 + jj] = D[a * lds + jj];
+    }
+}
+
+// --- 5. delta_grad_kernel --------------------------------------------------------------------------
+
+struct delta_grad_smem {
+  std::size_t recs, G, b, dG, db, cv, red, Kn, Qs, dQ, dK, Tm, Am, X, Y, bytes;
+  __host__ __device__ explicit delta_grad_smem(int K) {
+    using delta_detail::up16;
+    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
+    const std::size_t cc = static_cast<std::size_t>(chunk_len) * delta_detail::ldc * sizeof(float);
+    const std::size_t vec = up16(chunk_len * sizeof(float));
+    recs = 0;
+    G = up16(chunk_len * sizeof(chunk_record));
+    b = G + vec, dG = b + vec, db = dG + vec, cv = db + vec, red = cv + vec;
+    Kn = red + up16(delta_threads * sizeof(float));
+    Qs = Kn + rowk, dQ = Qs + rowk, dK = dQ + rowk, Tm = dK + rowk;
+    Am = Tm + cc, X = Am + cc, Y = X + cc;
+    bytes = Y + cc;
+  }
+};
+
+//! grid (max_chunks, HV). Notation of chunked_delta_backward.hpp; D = ∂L/∂S' (dbuf), S entering (hbuf).
+template <class Dev>
+__global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_params<Dev> p) {
+  using namespace delta_detail;
+  constexpr int C = chunk_len;
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, HV = p.HV, lk = ldk(K);
+  const delta_grad_smem L(K);
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
+  float* G = reinterpret_cast<float*>(smem_raw + L.G);
+  float* b = reinterpret_cast<float*>(smem_raw + L.b);
+  float* dG = reinterpret_cast<float*>(smem_raw + L.dG);
+  float* db = reinterpret_cast<float*>(smem_raw + L.db);
+  float* cvec = reinterpret_cast<float*>(smem_raw + L.cv);
+  float* red = reinterpret_cast<float*>(smem_raw + L.red);
+  float* Kn = reinterpret_cast<float*>(smem_raw + L.Kn);
+  float* Qs = reinterpret_cast<float*>(smem_raw + L.Qs);
+  float* dQ = reinterpret_cast<float*>(smem_raw + L.dQ);
+  float* dK = reinterpret_cast<float*>(smem_raw + L.dK);
+  float* Tm = reinterpret_cast<float*>(smem_raw + L.Tm);
+  float* Am = reinterpret_cast<float*>(smem_raw + L.Am);
+  float* X = reinterpret_cast<float*>(smem_raw + L.X);
+  float* Y = reinterpret_cast<float*>(smem_raw + L.Y);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int warp = tid >> 5, lane = tid & 31, nwarps = nt >> 5;
+  const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const at_chunk o(c, hv, HV, K, V);
+  const chunk_where at = locate_chunk(p, c);
+  const device_source<Dev> src = at.is_shared ? p.shr : p.main;
+  const float* S = p.hbuf + o.kv;    // [K,V] entering state
+  const float* Dx = p.dbuf + o.kv;   // [K,V] ∂L/∂S'
+  const float* Vn = p.Vn + o.cv;     // [C,V]
+  const float* U = p.U + o.cv;       // [C,V]
+  const float* dO = p.dO32 + o.cv;   // [C,V]
+  const float* dVn = p.dVn + o.cv;   // [C,V]
+  const float* W = p.W + o.ck;       // [C,K]
+  float* ws1 = p.ws + static_cast<index_t>(blockIdx.x * HV + hv) * C * (2 * K + V);  // [C,K]
+  float* ws2 = ws1 + C * K;                                                         // [C,K]
+  float* ws3 = ws2 + C * K;                                                         // [C,V]
+
+  load_records(p, c, at, h, hv, recs);
+  if (tid < C) G[tid] = p.G[o.c + tid], b[tid] = p.b[o.c + tid], dG[tid] = 0.f, db[tid] = 0.f;
+  __syncthreads();
+  for (int e = tid; e < C * K; e += nt) {
+    const int i = e / K, a = e % K;
+    Kn[i * lk + a] = p.kn[o.ck + e];
+    Qs[i * lk + a] = p.qn[o.ck + e] * recs[i].r;
+  }
+  for (int e = tid; e < C * C; e += nt) {
+    const int i = e / C, j = e % C;
+    Tm[i * ldc + j] = p.Tm[o.cc + e], Am[i * ldc + j] = p.A[o.cc + e];
+  }
+  bool any_r = false;
+  for (int i = 0; i < C; ++i) any_r |= recs[i].rd;
+  const float gl = G[C - 1], egl = __expf(gl);
+  __syncthreads();
+
+  // S' = e^{G_C} S + Kdᵀ Vn:  dKd = Vn Dᵀ, c_i = ⟨dKd_i, Kd_i⟩, dG_C += Σ c_i + e^{G_C} ⟨D, S⟩
+  tile_mma<row_major_t, col_major_t>(dK, lk, Vn, V, Dx, V, C, K, V, false);
+  float part = 0.f;
+  for (index_t e = tid; e < static_cast<index_t>(K) * V; e += nt) part = fmaf(Dx[e], S[e], part);
+  red[tid] = part;
+  __syncthreads();
+  for (int i = warp; i < C; i += nwarps) {
+    const float e = __expf(gl - G[i]);
+    float d = 0.f;
+    for (int a = lane; a < K; a += 32) d = fmaf(dK[i * lk + a], Kn[i * lk + a], d);
+    d = warp_sum(d) * e;
+    for (int a = lane; a < K; a += 32) dK[i * lk + a] *= e;
+    if (lane == 0) cvec[i] = d, dG[i] -= d;
+  }
+  for (int e = tid; e < C * K; e += nt) dQ[(e / K) * lk + e % K] = 0.f;
+  __syncthreads();
+  float dGl = 0.f;
+  if (tid == 0) {
+    float sd = 0.f;
+    for (int i = 0; i < nt; ++i) sd += red[i];
+    for (int i = 0; i < C; ++i) dGl += cvec[i];
+    dGl += egl * sd;
+  }
+
+  // O = diag(e^G) Q S + A Vn
+  if (any_r) {
+    tile_mma<row_major_t, col_major_t>(X, ldc, dO, V, Vn, V, C, C, V, false);  // dA = dO Vnᵀ
+    tile_mma<row_major_t, col_major_t>(ws1, K, dO, V, S, V, C, K, V, false);   // dQg = dO Sᵀ
+    __syncthreads();
+    for (int e = tid; e < C * C; e += nt) {
+      const int i = e / C, j = e % C;
+      Y[i * ldc + j] = X[i * ldc + j] * Am[i * ldc + j];
+    }
+    __syncthreads();
+    if (tid < C) {  // dG from Γ inside A (the diagonal cancels)
+      float rs = 0.f, cs = 0.f;
+      for (int j = 0; j < C; ++j) rs += Y[tid * ldc + j], cs += Y[j * ldc + tid];
+      dG[tid] += rs - cs;
+    }
+    for (int e = tid; e < C * C; e += nt) {
+      const int i = e / C, j = e % C;
+      X[i * ldc + j] = j <= i ? X[i * ldc + j] * __expf(G[i] - G[j]) : 0.f;  // P = lower_incl(dA) ⊙ Γ
+    }
+    __syncthreads();
+    tile_mma<row_major_t, row_major_t>(dQ, lk, X, ldc, Kn, lk, C, K, C, false);  // dQ = P K̂
+    tile_mma<col_major_t, row_major_t>(dK, lk, X, ldc, Qs, lk, C, K, C, true);   // dK += Pᵀ Q
+    __syncthreads();
+    for (int i = warp; i < C; i += nwarps) {
+      const float e = __expf(G[i]);
+      float d = 0.f;
+      for (int a = lane; a < K; a += 32) {
+        const float y = ws1[i * K + a];
+        d = fmaf(y, Qs[i * lk + a], d);
+        dQ[i * lk + a] += e * y;
+      }
+      d = warp_sum(d);
+      if (lane == 0) dG[i] += e * d;
+    }
+  }
+  __syncthreads();
+
+  // Vn = U − W S:  dU = dVn, dW = −dVn Sᵀ;  [dB_U | dB_W] = Tᵀ [dU | dW]
+  tile_mma<row_major_t, col_major_t>(ws1, K, dVn, V, S, V, C, K, V, false);  // −dW
+  tile_mma<col_major_t, row_major_t>(ws3, V, Tm, ldc, dVn, V, C, V, C, false);  // dB_U
+  __syncthreads();
+  tile_mma<col_major_t, row_major_t>(ws2, K, Tm, ldc, ws1, K, C, K, C, false);  // −dB_W
+  __syncthreads();
+  for (int i = warp; i < C; i += nwarps) {
+    const chunk_record& r = recs[i];
+    const float e = __expf(G[i]), be = b[i] * e;
+    float kb = 0.f, vb = 0.f;
+    for (int a = lane; a < K; a += 32) {
+      const float y = -ws2[i * K + a];
+      kb = fmaf(y, Kn[i * lk + a], kb);
+      dK[i * lk + a] += be * y;
+    }
+    if (r.wr) {
+      const int wsl = write_slot(p, r, at);
+      for (int j = lane; j < V; j += 32) {
+        const float y = ws3[static_cast<index_t>(i) * V + j];
+        vb = fmaf(y, to_f32(p.v[r.hv * V + j]), vb);
+        if (p.dv) p.dv[(r.hv * p.Rw + wsl) * V + j] = b[i] * y;
+      }
+    }
+    kb = warp_sum(kb), vb = warp_sum(vb);
+    if (lane == 0) db[i] += vb + e * kb, dG[i] += be * kb;
+  }
+  // L = I + diag(b) Mg:  dL = −[dB_U | dB_W] [U | W]ᵀ = ws2 Wᵀ − ws3 Uᵀ
+  tile_mma<row_major_t, col_major_t>(X, ldc, ws3, V, U, V, C, C, V, false);
+  tile_mma<row_major_t, col_major_t>(Y, ldc, ws2, K, W, K, C, C, K, false);
+  tile_mma<row_major_t, col_major_t>(Am, ldc, Kn, lk, Kn, lk, C, C, K, false);  // K̂ K̂ᵀ (A is used up)
+  __syncthreads();
+  for (int e = tid; e < C * C; e += nt) {
+    const int i = e / C, j = e % C;
+    float x = 0.f, y = 0.f, dm = 0.f;
+    if (j < i) {
+      const float gam = __expf(G[i] - G[j]);
+      const float dl = Y[i * ldc + j] - X[i * ldc + j];
+      x = dl * Am[i * ldc + j] * gam;  // dL ⊙ Mg
+      y = x * b[i];                    // dMg ⊙ Mg
+      dm = b[i] * dl * gam;            // dM = diag(b) dL ⊙ Γ
+    }
+    X[i * ldc + j] = x, Y[i * ldc + j] = y, Am[i * ldc + j] = dm;
+  }
+  __syncthreads();
+  if (tid < C) {
+    float rx = 0.f, ry = 0.f, cy = 0.f;
+    for (int j = 0; j < C; ++j) rx += X[tid * ldc + j], ry += Y[tid * ldc + j], cy += Y[j * ldc + tid];
+    db[tid] += rx, dG[tid] += ry - cy;
+  }
+  tile_mma<row_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true);  // dK += dM K̂
+  __syncthreads();
+  tile_mma<col_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true);  // dK += dMᵀ K̂
+  if (tid == 0) {
+    dG[C - 1] += dGl;
+    float acc = 0.f;  // dg_i = Σ_{j ≥ i} dG_j
+    for (int i = C - 1; i >= 0; --i) acc += dG[i], dG[i] = acc;
+  }
+  __syncthreads();
+
+  // per record: raw gradients into the partials
+  for (int i = warp; i < C; i += nwarps) {
+    const chunk_record& r = recs[i];
+    if (r.rd && (p.dq || p.dcr)) {
+      const float iq = p.qinv[o.c + i];
+      float d = 0.f;
+      for (int a = lane; a < K; a += 32) d = fmaf(p.qn[o.ck + i * K + a], dQ[i * lk + a], d);
+      d = warp_sum(d);  // ⟨q̂, ∂L/∂Q⟩
+      if (p.dq)
+        for (int a = lane; a < K; a += 32) {
+          const float g = dQ[i * lk + a] - (p.l2norm ? p.qn[o.ck + i * K + a] * d : 0.f);
+          p.dq[(r.hv * p.Rr + r.slot) * K + a] = r.r * iq * g;
+        }
+      if (lane == 0 && at.routed && p.dcr) p.dcr[r.hv * p.N + at.n] = p.scale * d;
+    }
+    if (r.wr) {
+      const int wsl = write_slot(p, r, at);
+      if (p.dk) {
+        const float ik = p.kinv[o.c + i];
+        float d = 0.f;
+        if (p.l2norm)
+          for (int a = lane; a < K; a += 32) d = fmaf(Kn[i * lk + a], dK[i * lk + a], d);
+        d = warp_sum(d);
+        for (int a = lane; a < K; a += 32) p.dk[(r.hv * p.Rw + wsl) * K + a] = ik * (dK[i * lk + a] - Kn[i * lk + a] * d);
+      }
+      if (lane == 0) {
+        if (p.dbeta) p.dbeta[r.hv * p.Rw + wsl] = r.w * db[i];
+        if (p.dg) p.dg[r.hv * p.Rw + wsl] = dG[i];
+        if (at.routed && p.dcw) p.dcw[r.hv * p.N + at.n] = to_f32(src.beta[r.hv]) * db[i];
+      }
+    }
+  }
+}
+
+// --- host side ---------------------------------------------------------------------------------------
+
+//! Whether the chunked delta-rule kernels take this problem (else the recurrent kernels run).
+inline bool delta_chunked_supported(const detail::problem& pb) {
+  return pb.decay == decay_kind::delta && pb.K <= chunk_max_k && pb.K % 4 == 0 && pb.V % 4 == 0 && pb.tokens() > 0 &&
+         pb.tokens() < (index_t{1} << 31) && pb.S * pb.P <= 65535;
+}
+
+template <class Dev>
+void set_delta_smem(int K, const char* api) {
+  static const bool once = [api] {
+    // sized for the largest K (chunk_max_k): the attribute is a ceiling, each launch passes its own size
+    const int k = chunk_max_k;
+    auto set = [api](const void* f, std::size_t bytes, const char* name) {
+      check(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), name, api);
+    };
+    set(reinterpret_cast<const void*>(delta_prep_kernel<Dev>), delta_prep_smem(k).bytes, "cudaFuncSetAttribute(delta_prep_kernel)");
+    set(reinterpret_cast<const void*>(delta_state_kernel<Dev>), delta_state_smem(k).bytes, "cudaFuncSetAttribute(delta_state_kernel)");
+    set(reinterpret_cast<const void*>(delta_output_kernel<Dev>), delta_output_smem(k).bytes,
+        "cudaFuncSetAttribute(delta_output_kernel)");
+    set(reinterpret_cast<const void*>(delta_rscan_kernel<Dev>), delta_rscan_smem(k).bytes, "cudaFuncSetAttribute(delta_rscan_kernel)");
+    set(reinterpret_cast<const void*>(delta_grad_kernel<Dev>), delta_grad_smem(k).bytes, "cudaFuncSetAttribute(delta_grad_kernel)");
+    return true;
+  }();
+  (void)once, (void)K;
+}
+
+//! Kernels 1–2: the per-chunk WY quantities and the states entering each chunk (and the final state).
+template <class Dev>
+void enqueue_delta_states(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+  set_delta_smem<Dev>(p.K, api);
+  const index_t chunks = p.rt.max_chunks;
+  if (chunks > 0) {
+    delta_prep_kernel<Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_threads,
+                             delta_prep_smem(p.K).bytes, stream>>>(p);
+    check_launch("delta_prep_kernel", api);
+  }
+  const dim3 grid(static_cast<unsigned>((p.V + delta_scan_tile - 1) / delta_scan_tile), static_cast<unsigned>(p.HV),
+                  static_cast<unsigned>(p.S * p.P));
+  delta_state_kernel<Dev><<<grid, delta_threads, delta_state_smem(p.K).bytes, stream>>>(p);
+  check_launch("delta_state_kernel", api);
+}
+
+//! The chunked forward: kernels 1–3 (the record table in p.rt is built already).
+template <class Dev>
+void enqueue_chunked_delta(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+  enqueue_delta_states(p, stream, api);
+  const index_t chunks = p.rt.max_chunks;
+  if (chunks > 0) {
+    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV),
+                    static_cast<unsigned>((p.V + delta_out_tile - 1) / delta_out_tile));
+    delta_output_kernel<Dev><<<grid, delta_threads, delta_output_smem(p.K).bytes, stream>>>(p);
+    check_launch("delta_output_kernel", api);
+  }
+}
+
+//! The chunked backward: kernels 1–2 (no final state), 4 and 5 into the per-slot partials.
+template <class Dev>
+void enqueue_chunked_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+  delta_params<Dev> fwd = p;
+  fwd.state_out = nullptr, fwd.in_place = false;
+  enqueue_delta_states(fwd, stream, api);
+  const dim3 grid(static_cast<unsigned>((p.V + delta_scan_tile - 1) / delta_scan_tile), static_cast<unsigned>(p.HV),
+                  static_cast<unsigned>(p.S * p.P));
+  delta_rscan_kernel<Dev><<<grid, delta_threads, delta_rscan_smem(p.K).bytes, stream>>>(p);
+  check_launch("delta_rscan_kernel", api);
+  const index_t chunks = p.rt.max_chunks;
+  if (chunks > 0) {
+    delta_grad_kernel<Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_threads,
+                             delta_grad_smem(p.K).bytes, stream>>>(p);
+    check_launch("delta_grad_kernel", api);
+  }
+}
+
+}  // namespace linstate::cuda_detail
