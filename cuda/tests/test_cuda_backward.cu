@@ -354,10 +354,9 @@ TEST_CASE("bf16 and fp16 inputs") {
 
 //! bf16 chunked<64> backward against the CPU recurrent backward on the same rounded inputs: every
 //! gradient at fla's ratio (dh0 too: the state gradients enter tensor-core products in bf16).
-template <class Spec>
+template <class Spec, class Scalar = Eigen::bfloat16>
 void check_chunked_bf16(const random_inputs& data, std::uint64_t seed, bool with_dht = true, bool with_h0 = true) {
-  using bf16 = Eigen::bfloat16;
-  const auto [ref, got] = both<Spec, bf16, linstate::chunked<64>>(data, seed, {}, with_dht, with_h0);
+  const auto [ref, got] = both<Spec, Scalar, linstate::chunked<64>>(data, seed, {}, with_dht, with_h0);
   for_each_grad(ref, got, [](const char* name, const auto& a, const auto& b) {
     CAPTURE(name);
     if (a.empty()) {

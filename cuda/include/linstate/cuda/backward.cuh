@@ -359,7 +359,7 @@ void run_backward_chunked(const cuda& be, const detail::problem& pb, const input
                           const gradients<Scalar>& g, const char* api) {
   using Dev = device_scalar_t<Scalar>;
   const bool delta = pb.decay == decay_kind::delta;
-  if (!delta && !std::is_same_v<Dev, __nv_bfloat16>) detail::fail(api, "internal: the chunked GLA-family backward takes bf16 inputs");
+  if (!delta && !tensor_core_op<Dev>) detail::fail(api, "internal: the chunked GLA-family backward takes bf16 or fp16 inputs");
   const cudaStream_t stream = stream_of(be);
   const index_t tokens = pb.tokens();
   const bool routed = pb.router == detail::router_kind::top_k;
@@ -425,12 +425,12 @@ void run_backward_chunked(const cuda& be, const detail::problem& pb, const input
     dp.l2norm = pb.l2norm, dp.dbeta = pt.dbeta;
     bind_delta_buffers(dp, reinterpret_cast<float*>(base + at_delta), rplan.max_chunks, pb.HV, pb.K, pb.V, true);
     enqueue_chunked_delta_backward(dp, stream, api);
-  } else if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
+  } else if constexpr (tensor_core_op<Dev>) {
     const bool want_dg = pt.dg != nullptr;
     switch (pb.decay) {
-      case decay_kind::none: enqueue_chunked_backward<decay_kind::none>(c, want_dg, stream, api); break;
-      case decay_kind::scalar: enqueue_chunked_backward<decay_kind::scalar>(c, want_dg, stream, api); break;
-      default: enqueue_chunked_backward<decay_kind::diagonal>(c, want_dg, stream, api); break;
+      case decay_kind::none: enqueue_chunked_backward<decay_kind::none, Dev>(c, want_dg, stream, api); break;
+      case decay_kind::scalar: enqueue_chunked_backward<decay_kind::scalar, Dev>(c, want_dg, stream, api); break;
+      default: enqueue_chunked_backward<decay_kind::diagonal, Dev>(c, want_dg, stream, api); break;
     }
   }
   combine_gradients(stream, pb, pt, meta, g, api);
