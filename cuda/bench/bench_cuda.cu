@@ -88,6 +88,9 @@ struct sse_k1s : linstate::spec<> {  // N routed partitions, top-1, plus the sha
   using partition = pt::routed<N, pt::shared>;
   using router = rt::top_k<1>;
 };
+// --delta: the gated delta rule (l2norm on q and k), alone and under SSE-n4k1 + shared
+struct gdn : linstate::spec<> { using decay = linstate::decay::gated_delta_rule<true>; };
+struct sse_gdn_n4k1s : sse_k1s<4> { using decay = linstate::decay::gated_delta_rule<true>; };
 
 constexpr index_t H = 8, K = 128, V = 128;
 constexpr int max_n = 16;     // router logits buffers hold [B, T, 16]; a view takes the first N columns
@@ -96,7 +99,8 @@ constexpr std::size_t flush_bytes = std::size_t{256} << 20;
 
 struct variant_info {
   const char* name;
-  int N;  // routed partitions; 0 = GLA (single partition)
+  int N;               // routed partitions; 0 = a single partition
+  bool delta = false;  // gated delta rule: scalar g and β per head instead of g per key
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -110,7 +114,7 @@ struct config {
   std::vector<int> Ns{4, 8, 16};
   std::vector<index_t> batch{1, 16, 128};
   std::vector<std::string> strategies{"varlen", "mask"};
-  bool flush = true;
+  bool flush = true, delta = false;
   std::string out;
 
   bool has(const std::vector<std::string>& v, const std::string& x) const { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -146,6 +150,7 @@ void usage() {
       "  --decode-reps=100 --graph-replays=30\n"
       "  --deadline=240                      seconds; later measurements are skipped (0 = none)\n"
       "  --no-flush                          do not flush the L2 before timed calls\n"
+      "  --delta                             prefill/train also for the gated delta rule (gdn, sse_gdn_n4k1s)\n"
       "  --out=file.csv                      one CSV row per measurement\n");
 }
 
@@ -169,6 +174,7 @@ config parse(int argc, char** argv) {
     else if (key == "--graph-replays") c.graph_replays = static_cast<int>(num());
     else if (key == "--deadline") c.deadline_s = num();
     else if (key == "--no-flush") c.flush = false;
+    else if (key == "--delta") c.delta = true;
     else if (key == "--out") c.out = val;
     else if (key == "--strategies") c.strategies = split(val);
     else if (key == "--Ns") {
@@ -210,7 +216,7 @@ __device__ __forceinline__ std::uint64_t mix64(std::uint64_t z) {  // splitmix64
   return z ^ (z >> 31);
 }
 
-enum class dist : int { normal = 0, log_gate = 1 };  // N(0,1)·scale, or logsigmoid(N(0,1)) / 16
+enum class dist : int { normal = 0, log_gate = 1, unit = 2 };  // N(0,1)·scale, logsigmoid(N(0,1)) / 16, sigmoid(N(0,1))
 
 //! out[i] = a draw of `d` for counter (seed, i): Box–Muller on two 24-bit uniforms of one hash.
 template <class Out>
@@ -222,6 +228,7 @@ __global__ void fill_kernel(Out* out, std::size_t n, std::uint64_t seed, dist d,
     const float u2 = static_cast<float>(r & 0xffffffu) * 0x1p-24f;     // [0, 1)
     float z = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
     if (d == dist::log_gate) z = (fminf(z, 0.0f) - log1pf(expf(-fabsf(z)))) / 16.0f;
+    if (d == dist::unit) z = 1.0f / (1.0f + expf(-z));
     z *= scale;
     if constexpr (std::is_same_v<Out, float>) out[i] = z;
     else out[i] = __float2bfloat16_rn(z);
@@ -476,6 +483,7 @@ struct seq_tensors {
   index_t T;
   linstate::device_buffer<bf16> q, k, v, g, sq, sk, sg, logits, o, dO;
   linstate::device_buffer<bf16> dq, dk, dv, dg, dsq, dsk, dsg, dlogits;
+  linstate::device_buffer<bf16> gs, bs, sgs, sbs, dgs, dbs, dsgs, dsbs;  // [T, H]: delta rule g and β
 
   seq_tensors(index_t T_, cudaStream_t s) : T(T_) {
     const auto hk = static_cast<std::size_t>(T * H * K), hv = static_cast<std::size_t>(T * H * V);
@@ -489,32 +497,41 @@ struct seq_tensors {
     fill(sq.data(), hk, seed + 5, dist::normal, s), fill(sk.data(), hk, seed + 6, dist::normal, s);
     fill(sg.data(), hk, seed + 7, dist::log_gate, s), fill(logits.data(), lg, seed + 8, dist::normal, s);
     fill(dO.data(), hv, seed + 9, dist::normal, s);
+    const auto th = static_cast<std::size_t>(T * H);
+    for (auto* b : {&gs, &bs, &sgs, &sbs, &dgs, &dbs, &dsgs, &dsbs}) *b = linstate::device_buffer<bf16>(th);
+    fill(gs.data(), th, seed + 10, dist::log_gate, s), fill(bs.data(), th, seed + 11, dist::unit, s);
+    fill(sgs.data(), th, seed + 12, dist::log_gate, s), fill(sbs.data(), th, seed + 13, dist::unit, s);
   }
 
-  linstate::inputs<bf16> inputs(int N) const {
+  linstate::inputs<bf16> inputs(int N, bool delta) const {
     linstate::inputs<bf16> in;
     in.q = q.view({1, T, H, K}), in.k = k.view({1, T, H, K}), in.v = v.view({1, T, H, V}), in.g = g.view({1, T, H, K});
+    if (delta) in.g = gs.view({1, T, H}), in.beta = bs.view({1, T, H});
     if (N > 0) {
       in.shared = {sq.view({1, T, H, K}), sk.view({1, T, H, K}), sg.view({1, T, H, K}), {}};
+      if (delta) in.shared.g = sgs.view({1, T, H}), in.shared.beta = sbs.view({1, T, H});
       in.router_logits = logits.view({1, T, N});
     }
     return in;
   }
 #if LINSTATE_BENCH_BACKWARD
-  linstate::gradients<bf16> gradients(int N) const {
+  linstate::gradients<bf16> gradients(int N, bool delta) const {
     linstate::gradients<bf16> gr;
     gr.q = dq.view({1, T, H, K}), gr.k = dk.view({1, T, H, K}), gr.v = dv.view({1, T, H, V}), gr.g = dg.view({1, T, H, K});
+    if (delta) gr.g = dgs.view({1, T, H}), gr.beta = dbs.view({1, T, H});
     if (N > 0) {
       gr.shared = {dsq.view({1, T, H, K}), dsk.view({1, T, H, K}), dsg.view({1, T, H, K}), {}};
+      if (delta) gr.shared.g = dsgs.view({1, T, H}), gr.shared.beta = dsbs.view({1, T, H});
       gr.router_logits = dlogits.view({1, T, N});
     }
     return gr;
   }
 #endif
   //! Bytes of every input of variant N read once, and of o written once.
-  double input_bytes(int N) const {
+  double input_bytes(int N, bool delta = false) const {
     const double hk = static_cast<double>(T * H * K) * 2, hv = static_cast<double>(T * H * V) * 2;
-    return N > 0 ? 6 * hk + hv + static_cast<double>(T * N) * 2 : 3 * hk + hv;
+    const double gb = delta ? 2 * static_cast<double>(T * H) * 2 : hk;  // g (and β)
+    return N > 0 ? 2 * (2 * hk + gb) + hv + static_cast<double>(T * N) * 2 : 2 * hk + gb + hv;
   }
   double output_bytes() const { return static_cast<double>(T * H * V) * 2; }
 };
@@ -528,26 +545,34 @@ void for_each_variant(const config& c, F&& f) {
   if (c.wants_n(16)) f(std::type_identity<sse_k1s<16>>{}, variant_info{"sse_n16k1s", 16});
 }
 
+//! The delta-rule variants of --delta (prefill and train only).
+template <class F>
+void for_each_delta_variant(const config& c, F&& f) {
+  if (!c.delta) return;
+  f(std::type_identity<gdn>{}, variant_info{"gdn", 0, true});
+  f(std::type_identity<sse_gdn_n4k1s>{}, variant_info{"sse_gdn_n4k1s", 4, true});
+}
+
 //! Prefill and train rows of one variant at one length.
 template <class Spec>
 void run_sequence(bench_context& ctx, const seq_tensors& t, const variant_info& vi) {
-  const auto in = t.inputs(vi.N);
+  const auto in = t.inputs(vi.N, vi.delta);
   const linstate::outputs<bf16> out{t.o.view({1, t.T, H, V}), {}};
 #if LINSTATE_BENCH_BACKWARD
   const linstate::cotangents<bf16> cot{t.dO.view({1, t.T, H, V}), {}};
-  const auto grads = t.gradients(vi.N);
+  const auto grads = t.gradients(vi.N, vi.delta);
 #endif
   auto one = [&](auto algorithm, auto strategy) {
     row r;
     r.variant = vi.name, r.strategy = strategy.name, r.algorithm = algorithm.name, r.B = 1, r.T = t.T, r.N = vi.N;
     auto fwd = [&] { linstate::forward<Spec>(ctx.be, in, out, algorithm, strategy); };
     if (ctx.cfg.suite("prefill")) {
-      r.suite = "prefill", r.mode = "fwd", r.bytes = t.input_bytes(vi.N) + t.output_bytes();
+      r.suite = "prefill", r.mode = "fwd", r.bytes = t.input_bytes(vi.N, vi.delta) + t.output_bytes();
       if (auto s = ctx.measure(r, fwd)) r.s = *s, ctx.record(r);
     }
 #if LINSTATE_BENCH_BACKWARD
     if (ctx.cfg.suite("train")) {
-      r.suite = "train", r.mode = "fwdbwd", r.bytes = 3 * t.input_bytes(vi.N) + 2 * t.output_bytes();
+      r.suite = "train", r.mode = "fwdbwd", r.bytes = 3 * t.input_bytes(vi.N, vi.delta) + 2 * t.output_bytes();
       auto fwdbwd = [&] {
         fwd();
         linstate::backward<Spec>(ctx.be, in, cot, grads, algorithm, strategy);
@@ -578,9 +603,9 @@ void run_sequences(bench_context& ctx) {
   for (index_t T : Ts) {
     const seq_tensors t(T, ctx.stream);
     ok(cudaStreamSynchronize(ctx.stream), "input generation");
-    for_each_variant(ctx.cfg, [&](auto tag, const variant_info& vi) {
-      run_sequence<typename decltype(tag)::type>(ctx, t, vi);
-    });
+    auto run = [&](auto tag, const variant_info& vi) { run_sequence<typename decltype(tag)::type>(ctx, t, vi); };
+    for_each_variant(ctx.cfg, run);
+    for_each_delta_variant(ctx.cfg, run);
     ok(cudaStreamSynchronize(ctx.stream), "end of length");  // before the buffers are freed
   }
 }

@@ -16,7 +16,7 @@
 // Forward, three kernels:
 //   1. delta_prep_kernel   (per chunk, value head): k̂, q̂, b, G, T, A, W, U — everything that does not
 //      depend on the state — into per-chunk buffers;
-//   2. delta_state_kernel  (per stream, value head, 32-column V tile; sequential over the stream's
+//   2. delta_state_kernel  (per stream, value head, 16-column V tile; sequential over the stream's
 //      chunks): stores S entering each chunk, Vn = U − W S, S ← S' ; the last S is the final state;
 //   3. delta_output_kernel (per chunk, value head, 64-column V tile): O = diag(e^G) Q S + A Vn.
 // Backward (the adjoint, formulas at the top of chunked_delta_backward.hpp; D = ∂L/∂S' of a chunk):
@@ -45,7 +45,7 @@
 namespace linstate::cuda_detail {
 
 inline constexpr int delta_threads = 256;
-inline constexpr int delta_scan_tile = 32;  //!< V columns per block of the sequential kernels 2 and 4
+inline constexpr int delta_scan_tile = 16;  //!< V columns per block of the sequential kernels 2 and 4
 inline constexpr int delta_out_tile = 64;   //!< V columns per block of the output kernel
 
 template <class Dev>
@@ -242,20 +242,64 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
 }
 
 // --- 2. delta_state_kernel -------------------------------------------------------------------------
+//
+// Sequential over a stream's chunks, so the grid is small (streams × value heads × ⌈V/16⌉) and the
+// per-chunk latency is what counts: W and K̂ of the chunk are staged in shared memory with coalesced
+// loads, and the two products have their own thread maps with every thread busy — Vn = U − W S: row
+// i = tid/4, four columns each (a K-long dot, W's row broadcast to 4 threads, S's row read as a
+// float4); S' = e^{G_C} S + Kdᵀ Vn: row a = tid/2, eight columns each (a C-long dot).
 
 struct delta_state_smem {
-  std::size_t G, h, Vt, Kd, bytes;
+  std::size_t G, h, Vt, Ws, Kd, bytes;
   __host__ __device__ explicit delta_state_smem(int K) {
     using delta_detail::up16;
+    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
     G = 0;
     h = up16(chunk_len * sizeof(float));
-    Vt = h + static_cast<std::size_t>(K) * delta_detail::lds * sizeof(float);
-    Kd = Vt + static_cast<std::size_t>(chunk_len) * delta_detail::lds * sizeof(float);
-    bytes = Kd + static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
+    Vt = h + static_cast<std::size_t>(chunk_max_k) * delta_detail::lds * sizeof(float);
+    Ws = Vt + static_cast<std::size_t>(chunk_len) * delta_detail::lds * sizeof(float);
+    Kd = Ws + rowk;
+    bytes = Kd + rowk;
   }
 };
 
-//! grid (⌈V / 32⌉, HV, S·P). A stream without records keeps its initial state (copied out of place,
+namespace delta_detail {
+static_assert(delta_scan_tile == 16 && delta_threads == 256 && chunk_len == 64 && chunk_max_k == 128,
+              "the thread maps of delta_state_kernel / delta_rscan_kernel assume these sizes");
+
+//! dst[i][a] = src[i·K + a] (·scale_i) for a [C, K] block, float4 loads (K is a multiple of 4).
+__device__ __forceinline__ void stage_rows(float* dst, const float* src, int K) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x), k4 = K / 4, lk = ldk(K);
+  for (int e = tid; e < chunk_len * k4; e += nt) {
+    const int i = e / k4, a = (e % k4) * 4;
+    *reinterpret_cast<float4*>(dst + i * lk + a) = *reinterpret_cast<const float4*>(src + i * K + a);
+  }
+}
+
+//! acc[0..3] += Σ_k X[row][k] · Y[k][c0 .. c0+3]  (X [*, ldx], Y [*, lds], both shared memory)
+__device__ __forceinline__ void dot_row4(float (&acc)[4], const float* X, int ldx, int row, const float* Y, int c0, int n) {
+#pragma unroll 4
+  for (int k = 0; k < n; ++k) {
+    const float x = X[row * ldx + k];
+    const float4 y = *reinterpret_cast<const float4*>(Y + k * lds + c0);
+    acc[0] = fmaf(x, y.x, acc[0]), acc[1] = fmaf(x, y.y, acc[1]), acc[2] = fmaf(x, y.z, acc[2]), acc[3] = fmaf(x, y.w, acc[3]);
+  }
+}
+
+//! acc[0..7] += Σ_i X[i][col] · Y[i][c0 .. c0+7]  (X [C, ldx] read down a column, Y [C, lds])
+__device__ __forceinline__ void dot_col8(float (&acc)[8], const float* X, int ldx, int col, const float* Y, int c0) {
+#pragma unroll 4
+  for (int i = 0; i < chunk_len; ++i) {
+    const float x = X[i * ldx + col];
+    const float4 y0 = *reinterpret_cast<const float4*>(Y + i * lds + c0);
+    const float4 y1 = *reinterpret_cast<const float4*>(Y + i * lds + c0 + 4);
+    acc[0] = fmaf(x, y0.x, acc[0]), acc[1] = fmaf(x, y0.y, acc[1]), acc[2] = fmaf(x, y0.z, acc[2]), acc[3] = fmaf(x, y0.w, acc[3]);
+    acc[4] = fmaf(x, y1.x, acc[4]), acc[5] = fmaf(x, y1.y, acc[5]), acc[6] = fmaf(x, y1.z, acc[6]), acc[7] = fmaf(x, y1.w, acc[7]);
+  }
+}
+}  // namespace delta_detail
+
+//! grid (⌈V / 16⌉, HV, S·P). A stream without records keeps its initial state (copied out of place,
 //! untouched in place).
 template <class Dev>
 __global__ void __launch_bounds__(delta_threads) delta_state_kernel(const delta_params<Dev> p) {
@@ -265,9 +309,10 @@ __global__ void __launch_bounds__(delta_threads) delta_state_kernel(const delta_
   const int K = p.K, V = p.V, HV = p.HV, lk = ldk(K);
   const delta_state_smem L(K);
   float* G = reinterpret_cast<float*>(smem_raw + L.G);
-  float* h = reinterpret_cast<float*>(smem_raw + L.h);
-  float* Vt = reinterpret_cast<float*>(smem_raw + L.Vt);
-  float* Kd = reinterpret_cast<float*>(smem_raw + L.Kd);
+  float* h = reinterpret_cast<float*>(smem_raw + L.h);    // [K][lds]
+  float* Vt = reinterpret_cast<float*>(smem_raw + L.Vt);  // [C][lds]
+  float* Ws = reinterpret_cast<float*>(smem_raw + L.Ws);  // [C][lk]
+  float* Kd = reinterpret_cast<float*>(smem_raw + L.Kd);  // [C][lk]
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
   const int part = seg / p.S, s = seg % p.S;
@@ -275,6 +320,8 @@ __global__ void __launch_bounds__(delta_threads) delta_state_kernel(const delta_
   const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
   if (c0 == c1 && p.in_place) return;
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
+  const int vi = tid / 4, vc = (tid % 4) * 4;  // Vn map: row, first column
+  const int ha = tid / 2, hc = (tid % 2) * 8;  // state map: row, first column
   for (int e = tid; e < K * TS; e += nt) {
     const int a = e / TS, jj = e % TS;
     h[a * lds + jj] = (p.state_in && jj < n) ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + jj] : 0.f;
@@ -282,31 +329,41 @@ __global__ void __launch_bounds__(delta_threads) delta_state_kernel(const delta_
   for (index_t c = c0; c < c1; ++c) {
     const at_chunk o(c, hv, HV, K, V);
     if (tid < C) G[tid] = p.G[o.c + tid];
-    __syncthreads();  // h complete (previous chunk), G loaded
+    stage_rows(Ws, p.W + o.ck, K);
+    stage_rows(Kd, p.kn + o.ck, K);
+    __syncthreads();  // h complete (previous chunk), G, W, K̂ staged
     for (int e = tid; e < K * TS; e += nt) {
       const int a = e / TS, jj = e % TS;
       if (jj < n) p.hbuf[o.kv + static_cast<index_t>(a) * V + j0 + jj] = h[a * lds + jj];
     }
     const float gl = G[C - 1];
     for (int e = tid; e < C * K; e += nt) {
-      const int i = e / K, a = e % K;
-      Kd[i * lk + a] = p.kn[o.ck + e] * __expf(gl - G[i]);
+      const int i = e / K;
+      Kd[i * lk + e % K] *= __expf(gl - G[i]);
     }
-    tile_mma<row_major_t, row_major_t>(Vt, lds, p.W + o.ck, K, h, lds, C, TS, K, false);  // W S
-    __syncthreads();
-    for (int e = tid; e < C * TS; e += nt) {
-      const int i = e / TS, jj = e % TS;
-      float x = 0.f;
-      if (jj < n) {
-        x = p.U[o.cv + static_cast<index_t>(i) * V + j0 + jj] - Vt[i * lds + jj];
-        p.Vn[o.cv + static_cast<index_t>(i) * V + j0 + jj] = x;
+    {  // Vn = U − W S
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+      dot_row4(acc, Ws, lk, vi, h, vc, K);
+      const index_t row = o.cv + static_cast<index_t>(vi) * V + j0;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int jj = vc + u;
+        float x = 0.f;
+        if (jj < n) x = p.U[row + jj] - acc[u], p.Vn[row + jj] = x;
+        Vt[vi * lds + jj] = x;
       }
-      Vt[i * lds + jj] = x;
     }
-    const float eg = __expf(gl);
-    for (int e = tid; e < K * TS; e += nt) h[(e / TS) * lds + e % TS] *= eg;
-    __syncthreads();
-    tile_mma<col_major_t, row_major_t>(h, lds, Kd, lk, Vt, lds, K, TS, C, true);  // + Kdᵀ Vn
+    __syncthreads();  // Vt, Kd ready; h no longer read
+    if (ha < K) {  // S' = e^{G_C} S + Kdᵀ Vn
+      const float eg = __expf(gl);
+      float acc[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) acc[u] = h[ha * lds + hc + u] * eg;
+      dot_col8(acc, Kd, lk, ha, Vt, hc);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) h[ha * lds + hc + u] = acc[u];
+    }
+    __syncthreads();  // before the next chunk restages W, K̂
   }
   __syncthreads();
   if (p.state_out)
@@ -373,7 +430,7 @@ __global__ void __launch_bounds__(delta_threads) delta_output_kernel(const delta
 // --- 4. delta_rscan_kernel -------------------------------------------------------------------------
 
 struct delta_rscan_smem {
-  std::size_t recs, G, D, dOt, dVt, Qg, Kd, bytes;
+  std::size_t recs, G, D, dOt, dVt, As, Qg, Kd, Ws, bytes;
   __host__ __device__ explicit delta_rscan_smem(int K) {
     using delta_detail::up16;
     using delta_detail::lds;
@@ -381,15 +438,16 @@ struct delta_rscan_smem {
     recs = 0;
     G = up16(chunk_len * sizeof(chunk_record));
     D = G + up16(chunk_len * sizeof(float));
-    dOt = D + static_cast<std::size_t>(K) * lds * sizeof(float);
+    dOt = D + static_cast<std::size_t>(chunk_max_k) * lds * sizeof(float);
     dVt = dOt + static_cast<std::size_t>(chunk_len) * lds * sizeof(float);
-    Qg = dVt + static_cast<std::size_t>(chunk_len) * lds * sizeof(float);
-    Kd = Qg + rowk;
-    bytes = Kd + rowk;
+    As = dVt + static_cast<std::size_t>(chunk_len) * lds * sizeof(float);
+    Qg = As + static_cast<std::size_t>(chunk_len) * delta_detail::ldc * sizeof(float);
+    Kd = Qg + rowk, Ws = Kd + rowk;
+    bytes = Ws + rowk;
   }
 };
 
-//! grid (⌈V / 32⌉, HV, S·P): D walks the stream's chunks backwards.
+//! grid (⌈V / 16⌉, HV, S·P): D walks the stream's chunks backwards (thread maps as delta_state_kernel).
 template <class Dev>
 __global__ void __launch_bounds__(delta_threads) delta_rscan_kernel(const delta_params<Dev> p) {
   using namespace delta_detail;
@@ -399,17 +457,21 @@ __global__ void __launch_bounds__(delta_threads) delta_rscan_kernel(const delta_
   const delta_rscan_smem L(K);
   auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
   float* G = reinterpret_cast<float*>(smem_raw + L.G);
-  float* D = reinterpret_cast<float*>(smem_raw + L.D);
-  float* dOt = reinterpret_cast<float*>(smem_raw + L.dOt);
-  float* dVt = reinterpret_cast<float*>(smem_raw + L.dVt);
-  float* Qg = reinterpret_cast<float*>(smem_raw + L.Qg);
-  float* Kd = reinterpret_cast<float*>(smem_raw + L.Kd);
+  float* D = reinterpret_cast<float*>(smem_raw + L.D);      // [K][lds]
+  float* dOt = reinterpret_cast<float*>(smem_raw + L.dOt);  // [C][lds]
+  float* dVt = reinterpret_cast<float*>(smem_raw + L.dVt);  // [C][lds]
+  float* As = reinterpret_cast<float*>(smem_raw + L.As);    // [C][ldc]
+  float* Qg = reinterpret_cast<float*>(smem_raw + L.Qg);    // [C][lk]
+  float* Kd = reinterpret_cast<float*>(smem_raw + L.Kd);    // [C][lk]
+  float* Ws = reinterpret_cast<float*>(smem_raw + L.Ws);    // [C][lk]
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
   const int part = seg / p.S, s = seg % p.S;
   const int j0 = static_cast<int>(blockIdx.x) * TS, n = min(TS, V - j0);
   const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
+  const int vi = tid / 4, vc = (tid % 4) * 4;
+  const int ha = tid / 2, hc = (tid % 2) * 8;
   for (int e = tid; e < K * TS; e += nt) {
     const int a = e / TS, jj = e % TS;
     D[a * lds + jj] = (p.dht && jj < n) ? p.dht[sbase + static_cast<index_t>(a) * V + j0 + jj] : 0.f;
@@ -417,9 +479,16 @@ __global__ void __launch_bounds__(delta_threads) delta_rscan_kernel(const delta_
   for (index_t c = c1 - 1; c >= c0; --c) {
     const at_chunk o(c, hv, HV, K, V);
     const chunk_where at = locate_chunk(p, c);
-    __syncthreads();  // D complete, previous chunk's tiles consumed
+    __syncthreads();  // D complete, the previous chunk's tiles consumed
     load_records(p, c, at, h, hv, recs);
     if (tid < C) G[tid] = p.G[o.c + tid];
+    stage_rows(Qg, p.qn + o.ck, K);
+    stage_rows(Kd, p.kn + o.ck, K);
+    stage_rows(Ws, p.W + o.ck, K);
+    for (int e = tid; e < C * C / 4; e += nt) {
+      const int i = e / (C / 4), j = (e % (C / 4)) * 4;
+      *reinterpret_cast<float4*>(As + i * ldc + j) = *reinterpret_cast<const float4*>(p.A + o.cc + i * C + j);
+    }
     for (int e = tid; e < K * TS; e += nt) {
       const int a = e / TS, jj = e % TS;
       if (jj < n) p.dbuf[o.kv + static_cast<index_t>(a) * V + j0 + jj] = D[a * lds + jj];
@@ -440,23 +509,38 @@ __global__ void __launch_bounds__(delta_threads) delta_rscan_kernel(const delta_
     const float gl = G[C - 1];
     for (int e = tid; e < C * K; e += nt) {
       const int i = e / K, a = e % K;
-      Qg[i * lk + a] = p.qn[o.ck + e] * recs[i].r * __expf(G[i]);
-      Kd[i * lk + a] = p.kn[o.ck + e] * __expf(gl - G[i]);
+      Qg[i * lk + a] *= recs[i].r * __expf(G[i]);
+      Kd[i * lk + a] *= __expf(gl - G[i]);
     }
     __syncthreads();
-    tile_mma<col_major_t, row_major_t>(dVt, lds, p.A + o.cc, C, dOt, lds, C, TS, C, false);  // Aᵀ dO
-    tile_mma<row_major_t, row_major_t>(dVt, lds, Kd, lk, D, lds, C, TS, K, true);           // + Kd D
-    __syncthreads();
-    for (int e = tid; e < C * TS; e += nt) {
-      const int i = e / TS, jj = e % TS;
-      if (jj < n) p.dVn[o.cv + static_cast<index_t>(i) * V + j0 + jj] = dVt[i * lds + jj];
-      dVt[i * lds + jj] = -dVt[i * lds + jj];
+    {  // dVn = Aᵀ dO + Kd D
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+      for (int t = 0; t < C; ++t) {
+        const float x = As[t * ldc + vi];
+        const float4 y = *reinterpret_cast<const float4*>(dOt + t * lds + vc);
+        acc[0] = fmaf(x, y.x, acc[0]), acc[1] = fmaf(x, y.y, acc[1]), acc[2] = fmaf(x, y.z, acc[2]), acc[3] = fmaf(x, y.w, acc[3]);
+      }
+      dot_row4(acc, Kd, lk, vi, D, vc, K);
+      const index_t row = o.cv + static_cast<index_t>(vi) * V + j0;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int jj = vc + u;
+        if (jj < n) p.dVn[row + jj] = acc[u];
+        dVt[vi * lds + jj] = -acc[u];
+      }
     }
-    const float eg = __expf(gl);
-    for (int e = tid; e < K * TS; e += nt) D[(e / TS) * lds + e % TS] *= eg;
     __syncthreads();
-    tile_mma<col_major_t, row_major_t>(D, lds, Qg, lk, dOt, lds, K, TS, C, true);          // + Qgᵀ dO
-    tile_mma<col_major_t, row_major_t>(D, lds, p.W + o.ck, K, dVt, lds, K, TS, C, true);   // − Wᵀ dVn
+    if (ha < K) {  // D ← e^{G_C} D + Qgᵀ dO − Wᵀ dVn
+      const float eg = __expf(gl);
+      float acc[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) acc[u] = D[ha * lds + hc + u] * eg;
+      dot_col8(acc, Qg, lk, ha, dOt, hc);
+      dot_col8(acc, Ws, lk, ha, dVt, hc);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) D[ha * lds + hc + u] = acc[u];
+    }
   }
   __syncthreads();
   if (p.dh0)
