@@ -112,7 +112,31 @@ struct at_chunk {
 };
 
 //! Padded row pitches of the shared-memory tiles (spread the banks of tile_mma's column reads).
-__host__ __device__ constexpr int ldk(int K) { return K + 4; }
+__host__ __device__ constexpr int ldk(int K) { return K + 4; }   // rows read as float4
+__host__ __device__ constexpr int ldk1(int K) { return K + 1; }  // rows read as a transposed tile_mma operand
+inline constexpr int slab = 16, ldslab = slab + 4;
+
+//! C[M×N] (+)= A·Bᵀ with A [M×Kd] and B [N×Kd] row-major in global memory: slabs of 16 columns of
+//! both are staged through `stage` ((M + N)·20 floats of shared memory) with coalesced loads, then
+//! multiplied by tile_mma (exact fp32). Whole block; synchronises before each slab is written; the
+//! caller synchronises after (C read).
+__device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float* A, int lda, const float* B, int ldb, int M,
+                                                int N, int Kd, bool accumulate, float* stage) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  float* As = stage;
+  float* Bs = stage + M * ldslab;
+  for (int k0 = 0; k0 < Kd; k0 += slab) {
+    const int w = min(slab, Kd - k0);
+    __syncthreads();
+    for (int e = tid; e < (M + N) * slab; e += nt) {
+      const int row = e / slab, kk = e % slab;
+      const float* src = row < M ? A + static_cast<index_t>(row) * lda : B + static_cast<index_t>(row - M) * ldb;
+      (row < M ? As + row * ldslab : Bs + (row - M) * ldslab)[kk] = kk < w ? src[k0 + kk] : 0.f;
+    }
+    __syncthreads();
+    tile_mma<row_major_t, col_major_t>(C, ldc_, As, ldslab, Bs, ldslab, M, N, slab, accumulate || k0 > 0);
+  }
+}
 inline constexpr int ldc = chunk_len + 4;
 inline constexpr int lds = delta_scan_tile + 4;
 
@@ -124,7 +148,7 @@ struct delta_prep_smem {
   std::size_t recs, G, b, Ks, Qs, Lm, Am, Tm, Vt, bytes;
   __host__ __device__ explicit delta_prep_smem(int K) {
     using delta_detail::up16;
-    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
+    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk1(K) * sizeof(float);
     const std::size_t cc = static_cast<std::size_t>(chunk_len) * delta_detail::ldc * sizeof(float);
     recs = 0;
     G = up16(chunk_len * sizeof(chunk_record));
@@ -143,7 +167,7 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lk = ldk(K);
+  const int K = p.K, V = p.V, HV = p.HV, lk = ldk1(K);
   const delta_prep_smem L(K);
   auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
   float* G = reinterpret_cast<float*>(smem_raw + L.G);
@@ -556,7 +580,7 @@ struct delta_grad_smem {
   std::size_t recs, G, b, dG, db, cv, red, Kn, Qs, dQ, dK, Tm, Am, X, Y, bytes;
   __host__ __device__ explicit delta_grad_smem(int K) {
     using delta_detail::up16;
-    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
+    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk1(K) * sizeof(float);
     const std::size_t cc = static_cast<std::size_t>(chunk_len) * delta_detail::ldc * sizeof(float);
     const std::size_t vec = up16(chunk_len * sizeof(float));
     recs = 0;
@@ -577,7 +601,7 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lk = ldk(K);
+  const int K = p.K, V = p.V, HV = p.HV, lk = ldk1(K);
   const delta_grad_smem L(K);
   auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
   float* G = reinterpret_cast<float*>(smem_raw + L.G);
@@ -629,7 +653,7 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
   __syncthreads();
 
   // S' = e^{G_C} S + Kdᵀ Vn:  dKd = Vn Dᵀ, c_i = ⟨dKd_i, Kd_i⟩, dG_C += Σ c_i + e^{G_C} ⟨D, S⟩
-  tile_mma<row_major_t, col_major_t>(dK, lk, Vn, V, Dx, V, C, K, V, false);
+  gemm_abt_staged(dK, lk, Vn, V, Dx, V, C, K, V, false, Y);
   float part = 0.f;
   for (index_t e = tid; e < static_cast<index_t>(K) * V; e += nt) part = fmaf(Dx[e], S[e], part);
   red[tid] = part;
@@ -654,8 +678,8 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
 
   // O = diag(e^G) Q S + A Vn
   if (any_r) {
-    tile_mma<row_major_t, col_major_t>(X, ldc, dO, V, Vn, V, C, C, V, false);  // dA = dO Vnᵀ
-    tile_mma<row_major_t, col_major_t>(ws1, K, dO, V, S, V, C, K, V, false);   // dQg = dO Sᵀ
+    gemm_abt_staged(X, ldc, dO, V, Vn, V, C, C, V, false, Y);  // dA = dO Vnᵀ
+    gemm_abt_staged(ws1, K, dO, V, S, V, C, K, V, false, Y);   // dQg = dO Sᵀ
     __syncthreads();
     for (int e = tid; e < C * C; e += nt) {
       const int i = e / C, j = e % C;
@@ -690,7 +714,7 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
   __syncthreads();
 
   // Vn = U − W S:  dU = dVn, dW = −dVn Sᵀ;  [dB_U | dB_W] = Tᵀ [dU | dW]
-  tile_mma<row_major_t, col_major_t>(ws1, K, dVn, V, S, V, C, K, V, false);  // −dW
+  gemm_abt_staged(ws1, K, dVn, V, S, V, C, K, V, false, Y);  // −dW
   tile_mma<col_major_t, row_major_t>(ws3, V, Tm, ldc, dVn, V, C, V, C, false);  // dB_U
   __syncthreads();
   tile_mma<col_major_t, row_major_t>(ws2, K, Tm, ldc, ws1, K, C, K, C, false);  // −dB_W
@@ -716,8 +740,8 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
     if (lane == 0) db[i] += vb + e * kb, dG[i] += be * kb;
   }
   // L = I + diag(b) Mg:  dL = −[dB_U | dB_W] [U | W]ᵀ = ws2 Wᵀ − ws3 Uᵀ
-  tile_mma<row_major_t, col_major_t>(X, ldc, ws3, V, U, V, C, C, V, false);
-  tile_mma<row_major_t, col_major_t>(Y, ldc, ws2, K, W, K, C, C, K, false);
+  gemm_abt_staged(X, ldc, ws3, V, U, V, C, C, V, false, Tm);  // (T is used up)
+  gemm_abt_staged(Y, ldc, ws2, K, W, K, C, C, K, false, Tm);
   tile_mma<row_major_t, col_major_t>(Am, ldc, Kn, lk, Kn, lk, C, C, K, false);  // K̂ K̂ᵀ (A is used up)
   __syncthreads();
   for (int e = tid; e < C * C; e += nt) {
