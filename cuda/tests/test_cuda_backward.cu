@@ -9,8 +9,9 @@
 //!    value heads, V ≠ K, packed sequences with empty ones, K = 20 … 512 and V split over blocks, with
 //!    and without initial state and ∂L/∂(final state): fp32 `max|a − b| ≤ 1e-5·max|ref|`, bf16 / fp16
 //!    fla's ratio `RMS(a − b)/RMS(b) ≤ 0.005` (SPEC §9.3) on the input-typed gradients, 1e-5 on dh0;
-//!  * recurrent, chunked<16> and automatic (different checkpoint intervals) and mask / varlen give the
-//!    same bits; gradients not requested are not required; every requested element is written (the
+//!  * the chunked backward (GLA family: bf16 on tensor cores, fp32 and fp16 in exact fp32; the delta
+//!    rule in the WY form) against the CPU recurrence; the recurrent backward's checkpoint interval and
+//!    mask / varlen give the same bits; gradients not requested are not required; every requested element is written (the
 //!    buffers start as NaN);
 //!  * the fixture cases' d*.npy at 1e-5 (README), deta exactly 0 without gates;
 //!  * balance_loss on the GPU (value in device memory, gradient overwrite / accumulate) as the CPU's;
@@ -235,10 +236,15 @@ TEST_CASE("GLA: B > 1, grouped value heads, V != K, initial state and dht, sever
   const auto data = make<gla>({.B = 2, .T = 150, .H = 2, .HV = 4, .K = 48, .V = 40}, 101);
   const auto [ref, got] = both<gla>(data, 1);
   check_grads(ref, got);
-  SUBCASE("chunked<16> and automatic (other checkpoint intervals) and mask give the same bits") {
-    check_same_bits(got, both<gla, float, linstate::chunked<16>>(data, 1).second);
-    check_same_bits(got, both<gla, float, linstate::automatic>(data, 1).second);
-    check_same_bits(got, both<gla, float, linstate::chunked<7>, linstate::mask>(data, 1).second);
+  SUBCASE("the chunked backward (chunked<16>, automatic, chunked<7> + mask) agrees, and its variants give the same bits") {
+    const auto chunked = both<gla, float, linstate::chunked<16>>(data, 1).second;
+    check_grads(ref, chunked);
+    check_same_bits(chunked, both<gla, float, linstate::automatic>(data, 1).second);
+    check_same_bits(chunked, both<gla, float, linstate::chunked<7>, linstate::mask>(data, 1).second);
+  }
+  SUBCASE("the recurrent backward's checkpoint interval does not change a bit (V > 128: chunked<16> runs it)") {
+    const auto wide = make<gla>({.B = 1, .T = 90, .H = 1, .HV = 2, .K = 32, .V = 136}, 141);
+    check_same_bits(both<gla>(wide, 3).second, both<gla, float, linstate::chunked<16>>(wide, 3).second);
   }
   SUBCASE("no initial state, no dht") {
     const auto [r2, g2] = both<gla>(data, 2, {}, /*with_dht=*/false, /*with_h0=*/false);
@@ -354,6 +360,7 @@ TEST_CASE("bf16 and fp16 inputs") {
 
 //! bf16 chunked<64> backward against the CPU recurrent backward on the same rounded inputs: every
 //! gradient at fla's ratio (dh0 too: the state gradients enter tensor-core products in bf16).
+//! (also fp16 inputs: Scalar = Eigen::half)
 template <class Spec, class Scalar = Eigen::bfloat16>
 void check_chunked_bf16(const random_inputs& data, std::uint64_t seed, bool with_dht = true, bool with_h0 = true) {
   const auto [ref, got] = both<Spec, Scalar, linstate::chunked<64>>(data, seed, {}, with_dht, with_h0);
@@ -384,6 +391,47 @@ TEST_CASE("chunked backward (bf16): SSE routed streams, router gradients, packed
   check_chunked_bf16<dense3s>(make<dense3s>({.B = 1, .T = 150, .H = 1, .HV = 1, .K = 64, .V = 64, .N = 3}, 209), 69);
   const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
   check_chunked_bf16<sse_n4k1s>(make<sse_n4k1s>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 64, .V = 64}, 210, true, cu), 70);
+}
+
+// --- the chunk-parallel backward in exact fp32 (chunk_grad_exact_kernel: fp32 and fp16 inputs) -------
+
+template <class Spec, class Strategy = linstate::varlen>
+void check_chunked_exact(const random_inputs& data, std::uint64_t seed, bool with_dht = true, bool with_h0 = true) {
+  const auto [ref, got] = both<Spec, float, linstate::chunked<64>, Strategy>(data, seed, {}, with_dht, with_h0);
+  check_grads(ref, got);
+}
+
+TEST_CASE("chunked backward (fp32, exact): GLA family, SSE routed streams, packed sequences") {
+  check_chunked_exact<gla>(make<gla>({.B = 2, .T = 150, .H = 2, .HV = 4, .K = 64, .V = 64}, 231), 91);
+  check_chunked_exact<gla>(make<gla>({.B = 1, .T = 200, .H = 2, .HV = 2, .K = 128, .V = 128}, 232), 92, false, false);
+  check_chunked_exact<gla>(make<gla>({.B = 1, .T = 130, .H = 1, .HV = 1, .K = 48, .V = 40}, 233), 93);
+  check_chunked_exact<gla_none>(make<gla_none>({.B = 2, .T = 140, .H = 2, .HV = 2, .K = 64, .V = 64}, 234), 94);
+  check_chunked_exact<gla_scalar>(make<gla_scalar>({.B = 2, .T = 140, .H = 2, .HV = 2, .K = 64, .V = 64}, 235), 95);
+  const auto d4 = make<sse_n4k1s>({.B = 2, .T = 260, .H = 2, .HV = 2, .K = 64, .V = 64}, 236);
+  check_chunked_exact<sse_n4k1s>(d4, 96);
+  check_chunked_exact<sse_n4k1s, linstate::mask>(d4, 96);
+  check_chunked_exact<sse_n8k2>(make<sse_n8k2>({.B = 1, .T = 300, .H = 2, .HV = 2, .K = 64, .V = 96, .N = 8}, 237), 97);
+  check_chunked_exact<sse_w2r1s>(make<sse_w2r1s>({.B = 1, .T = 200, .H = 1, .HV = 2, .K = 32, .V = 48}, 238), 98);
+  check_chunked_exact<sse_w1r3, linstate::mask>(make<sse_w1r3>({.B = 1, .T = 170, .H = 2, .HV = 2, .K = 24, .V = 32}, 239), 99);
+  check_chunked_exact<dense3s>(make<dense3s>({.B = 1, .T = 150, .H = 1, .HV = 1, .K = 64, .V = 64, .N = 3}, 240), 100);
+  const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
+  check_chunked_exact<sse_n4k1s>(make<sse_n4k1s>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 241, true, cu), 101);
+}
+
+TEST_CASE("chunked backward: strong decays (g = 10·logsigmoid) stay exact, fp32") {
+  linstate_test::config cg = config_for<gla>({.B = 1, .T = 140, .H = 1, .HV = 2, .K = 64, .V = 64});
+  cg.gate_normalizer = 0.1f;
+  check_chunked_exact<gla>(random_inputs(cg, 242), 102);
+  linstate_test::config cs = config_for<gla_scalar>({.B = 1, .T = 140, .H = 1, .HV = 2, .K = 64, .V = 64});
+  cs.gate_normalizer = 0.1f;
+  check_chunked_exact<gla_scalar>(random_inputs(cs, 243), 103);
+}
+
+TEST_CASE("chunked backward (fp16): exact fp32 arithmetic on the fp16 inputs") {
+  using f16 = Eigen::half;
+  check_chunked_bf16<gla, f16>(make<gla>({.B = 1, .T = 200, .H = 2, .HV = 2, .K = 128, .V = 128}, 244), 104);
+  check_chunked_bf16<sse_n4k1s, f16>(make<sse_n4k1s>({.B = 2, .T = 260, .H = 2, .HV = 2, .K = 64, .V = 64}, 245), 105);
+  check_chunked_bf16<sse_w2r1s, f16>(make<sse_w2r1s>({.B = 1, .T = 200, .H = 1, .HV = 2, .K = 64, .V = 64}, 246), 106, false);
 }
 
 // --- the chunk-parallel delta-rule backward (kernels/chunked_delta.cuh; exact fp32, any input type) ---

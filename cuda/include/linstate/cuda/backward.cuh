@@ -359,7 +359,6 @@ void run_backward_chunked(const cuda& be, const detail::problem& pb, const input
                           const gradients<Scalar>& g, const char* api) {
   using Dev = device_scalar_t<Scalar>;
   const bool delta = pb.decay == decay_kind::delta;
-  if (!delta && !tensor_core_op<Dev>) detail::fail(api, "internal: the chunked GLA-family backward takes bf16 or fp16 inputs");
   const cudaStream_t stream = stream_of(be);
   const index_t tokens = pb.tokens();
   const bool routed = pb.router == detail::router_kind::top_k;
@@ -425,7 +424,7 @@ void run_backward_chunked(const cuda& be, const detail::problem& pb, const input
     dp.l2norm = pb.l2norm, dp.dbeta = pt.dbeta;
     bind_delta_buffers(dp, reinterpret_cast<float*>(base + at_delta), rplan.max_chunks, pb.HV, pb.K, pb.V, true);
     enqueue_chunked_delta_backward(dp, stream, api);
-  } else if constexpr (tensor_core_op<Dev>) {
+  } else {
     const bool want_dg = pt.dg != nullptr;
     switch (pb.decay) {
       case decay_kind::none: enqueue_chunked_backward<decay_kind::none, Dev>(c, want_dg, stream, api); break;

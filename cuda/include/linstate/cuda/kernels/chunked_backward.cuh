@@ -1,5 +1,5 @@
 // linstate/cuda/kernels/chunked_backward.cuh — the chunk-parallel backward of the GLA family (decays
-// none, scalar, gated_key) on the GPU, bf16 inputs, over the record table of kernels/records.cuh; the
+// none, scalar, gated_key) on the GPU, every input type, over the record table of kernels/records.cuh; the
 // adjoint of kernels/chunked.cuh (SPEC §2.4). It fills the per-slot partial gradients of the
 // contract in backward.cuh (Z = 1), whose combine and router-backward passes then run unchanged.
 //
@@ -21,9 +21,11 @@
 //      blocks (j ≤ t only); none/scalar use the scalar factor e^{Γ_t−Γ_j} on whole-chunk products.
 //   5. chunk_dg_kernel: dg_u = Σ_{t≥u in chunk} (q_t ⊙ dq_t − k_t ⊙ dk_t) + c_n for the writing rows u
 //      (SPEC §2.4 (e)); scalar decay sums over the keys.
-// Products run on tensor cores (tile_mma, bf16 operands, fp32 accumulation); states and their
-// gradients enter the products rounded to bf16, as fla's kernels do. (The kernels are written for any
-// 16-bit input type, but chunked_backward_supported() routes only bf16 here: see there.)
+// bf16 inputs: kernel 4 is chunk_grad_kernel, products on tensor cores (tile_mma, bf16 operands, fp32
+// accumulation); states and their gradients enter the products rounded to bf16, as fla's kernels do.
+// fp32 and fp16 inputs: kernel 4 is chunk_grad_exact_kernel, the same sums in exact fp32 FMA with every
+// exponential formed per pair (all ≤ 1); kernels 1–3 and 5 are shared (fp32 products for fp32 inputs,
+// the input type's tensor cores for fp16, as in the forward).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -457,6 +459,228 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
     for (int a = tid; a < KP; a += nt) p.cbuf[(c * HV + hv) * KP + a] = cn[a];
 }
 
+// --- 4'. chunk_grad_exact_kernel (fp32 and fp16 inputs) -------------------------------------------
+//
+// The same per-chunk gradients as chunk_grad_kernel, in exact fp32 on the CUDA cores, for fp32 inputs
+// (issue 4: no TF32) and fp16 inputs (whose products would need fp16 operands for the inputs and bf16
+// for the states; fp32 is exact for both). No sub-chunking is needed: every exponential is formed
+// per pair, e^{Γ_t[a] − Γ_j[a]} with j ≤ t, e^{γ[a] − Γ_j[a]} and e^{Γ_t[a]}, all ≤ 1 (SPEC §8).
+// Shared memory holds the chunk's rows in fp32 (q, k, v, dO), Γ and the intra-chunk A and dA; the
+// states H_c and D_c are read from the global buffers, always as a value broadcast to the whole warp.
+// Thread maps put consecutive rows of the chunk on consecutive lanes (row pitches K + 1, V + 1,
+// C + 1: no bank conflicts), and every sum is taken in a fixed order (deterministic).
+
+template <decay_kind D>
+struct grad_exact_smem {
+  int ldq, ldv, lda, ldg;
+  std::size_t recs, G, Q, Kk, Vv, O, A, dA, cn, cpart, wpart, rpart, bytes;
+  __host__ __device__ grad_exact_smem(int K, int V, int KP) {
+    ldq = K + 1, ldv = V + 1, lda = chunk_len + 1, ldg = KP + 1;
+    const std::size_t c = chunk_len;
+    recs = 0;
+    G = align128(c * sizeof(chunk_record));
+    const std::size_t g = D == decay_kind::diagonal ? c * ldg : c;
+    Q = align128(G + g * sizeof(float));
+    Kk = align128(Q + c * ldq * sizeof(float));
+    Vv = align128(Kk + c * ldq * sizeof(float));
+    O = align128(Vv + c * ldv * sizeof(float));
+    A = align128(O + c * ldv * sizeof(float));
+    dA = align128(A + c * lda * sizeof(float));
+    cn = align128(dA + c * lda * sizeof(float));
+    cpart = align128(cn + static_cast<std::size_t>(KP) * sizeof(float));
+    wpart = align128(cpart + static_cast<std::size_t>(KP) * 2 * sizeof(float));
+    rpart = align128(wpart + c * 4 * sizeof(float));
+    bytes = rpart + c * 4 * sizeof(float);
+  }
+};
+
+//! grid (max_chunks, HV), 256 threads (the maps below assume it).
+template <decay_kind D, class Dev, int KP>
+__global__ void __launch_bounds__(256) chunk_grad_exact_kernel(const chunk_bwd_params<Dev> p) {
+  constexpr int C = chunk_len;
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, HV = p.HV;
+  const grad_exact_smem<D> L(K, V, KP);
+  const int ldq = L.ldq, ldv = L.ldv, lda = L.lda, ldg = L.ldg;
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
+  float* G = reinterpret_cast<float*>(smem_raw + L.G);
+  float* Qs = reinterpret_cast<float*>(smem_raw + L.Q);    // [C][ldq] q of reading rows
+  float* Ks = reinterpret_cast<float*>(smem_raw + L.Kk);   // [C][ldq] k of writing rows
+  float* Vs = reinterpret_cast<float*>(smem_raw + L.Vv);   // [C][ldv] v of writing rows
+  float* Os = reinterpret_cast<float*>(smem_raw + L.O);    // [C][ldv] dO of reading rows
+  float* As = reinterpret_cast<float*>(smem_raw + L.A);    // [C][lda] A_tj (j ≤ t, with w_j)
+  float* dAs = reinterpret_cast<float*>(smem_raw + L.dA);  // [C][lda] dA_tj = dO_t·v_j (j ≤ t)
+  float* cn = reinterpret_cast<float*>(smem_raw + L.cn);
+  float* cpart = reinterpret_cast<float*>(smem_raw + L.cpart);  // [KP][2]
+  float* wpart = reinterpret_cast<float*>(smem_raw + L.wpart);  // [C][4] ⟨k_j, dk̃_j⟩ partials
+  float* rpart = reinterpret_cast<float*>(smem_raw + L.rpart);  // [C][4] ⟨q_t, dq̂_t⟩ partials
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int warp = tid >> 5, lane = tid & 31, nwarps = nt >> 5;
+  const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const index_t KV = static_cast<index_t>(K) * V;
+  const chunk_where at = locate_chunk(p, c);
+  const device_source<Dev> src = at.is_shared ? p.shr : p.main;
+  const float* Hg = p.hbuf + (c * HV + hv) * KV;  // H_c [K,V]
+  const float* Dg = p.dbuf + (c * HV + hv) * KV;  // D_c [K,V]
+  load_records(p, c, at, h, hv, recs);
+  __syncthreads();
+  staged_for(
+      C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.rd ? to_f32(src.q[r.qk + e % K]) : 0.f; },
+      [&](int e, float x) { Qs[(e / K) * ldq + e % K] = x; });
+  staged_for(
+      C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.wr ? to_f32(src.k[r.qk + e % K]) : 0.f; },
+      [&](int e, float x) { Ks[(e / K) * ldq + e % K] = x; });
+  staged_for(
+      C * V, [&](int e) { const chunk_record& r = recs[e / V]; return r.wr ? to_f32(p.v[r.hv * V + e % V]) : 0.f; },
+      [&](int e, float x) { Vs[(e / V) * ldv + e % V] = x; });
+  staged_for(
+      C * V, [&](int e) { const chunk_record& r = recs[e / V]; return r.rd ? to_f32(p.dO[r.hv * V + e % V]) : 0.f; },
+      [&](int e, float x) { Os[(e / V) * ldv + e % V] = x; });
+  if constexpr (D == decay_kind::diagonal) {
+    staged_for(
+        C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.wr ? to_f32(src.g[r.hv * K + e % K]) : 0.f; },
+        [&](int e, float x) { G[(e / K) * ldg + e % K] = x; });
+  } else if constexpr (D == decay_kind::scalar) {
+    if (tid < C) G[tid] = recs[tid].wr ? to_f32(src.g[recs[tid].hv]) : 0.f;
+  }
+  __syncthreads();
+  if constexpr (D == decay_kind::diagonal) {
+    for (int a = tid; a < K; a += nt) {
+      float acc = 0.f;
+      for (int t = 0; t < C; ++t) acc += G[t * ldg + a], G[t * ldg + a] = acc;
+    }
+  } else if constexpr (D == decay_kind::scalar) {
+    if (tid == 0) {
+      float acc = 0.f;
+      for (int t = 0; t < C; ++t) acc += G[t], G[t] = acc;
+    }
+  }
+  __syncthreads();
+  auto gm = [&](int t, int a) -> float {
+    if constexpr (D == decay_kind::diagonal) return G[t * ldg + a];
+    else if constexpr (D == decay_kind::scalar) return G[t];
+    else return 0.f;
+  };
+  auto ex = [&](float x) -> float {
+    if constexpr (D == decay_kind::none) return 1.f;
+    else return __expf(x);
+  };
+
+  // --- A_tj = w_j Σ_a q_t[a] k_j[a] e^{Γ_t[a]−Γ_j[a]},  dA_tj = dO_t·v_j   (j ≤ t; lanes = j) -------
+  for (int e = tid; e < C * C; e += nt) {
+    const int t = e / C, j = e % C;
+    float a_tj = 0.f, da = 0.f;
+    if (j <= t && recs[t].rd && recs[j].wr) {
+      float s = 0.f;
+      for (int a = 0; a < K; ++a) {
+        const float x = Qs[t * ldq + a] * Ks[j * ldq + a];
+        if constexpr (D == decay_kind::diagonal) s = fmaf(x, __expf(gm(t, a) - gm(j, a)), s);
+        else s += x;
+      }
+      if constexpr (D == decay_kind::scalar) s *= __expf(gm(t, 0) - gm(j, 0));
+      a_tj = s * recs[j].w;
+      for (int v = 0; v < V; ++v) da = fmaf(Os[t * ldv + v], Vs[j * ldv + v], da);
+    }
+    As[t * lda + j] = a_tj, dAs[t * lda + j] = da;
+  }
+  // c_n[a] = e^{γ[a]} Σ_v H_c[a][v] D_c[a][v] (one warp per key; completed in the dk̃ pass)
+  for (int a = warp; a < K; a += nwarps) {
+    float s = 0.f;
+    for (int v = lane; v < V; v += 32) s = fmaf(Hg[static_cast<index_t>(a) * V + v], Dg[static_cast<index_t>(a) * V + v], s);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) cn[a] = s * ex(gm(C - 1, a));
+  }
+  __syncthreads();
+
+  // --- dv_j = Σ_{t≥j} A_tj r_t dO_t + Σ_a D_c[a] w_j k_j[a] e^{γ[a]−Γ_j[a]}   (lanes = j, 4 columns) ---
+  if (p.dv)
+    for (int e = tid; e < C * ((V + 3) / 4); e += nt) {
+      const int j = e % C, v0 = (e / C) * 4;
+      const chunk_record& r = recs[j];
+      if (!r.wr) continue;
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int t = j; t < C; ++t) {
+        const float x = As[t * lda + j] * recs[t].r;
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          if (v0 + u < V) acc[u] = fmaf(x, Os[t * ldv + v0 + u], acc[u]);
+      }
+      const float wj = D == decay_kind::scalar ? r.w * __expf(gm(C - 1, 0) - gm(j, 0)) : r.w;
+      for (int a = 0; a < K; ++a) {
+        float x = Ks[j * ldq + a] * wj;
+        if constexpr (D == decay_kind::diagonal) x *= __expf(gm(C - 1, a) - gm(j, a));
+        const float* drow = Dg + static_cast<index_t>(a) * V + v0;
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          if (v0 + u < V) acc[u] = fmaf(x, drow[u], acc[u]);
+      }
+      const int ws = write_slot(p, r, at);
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (v0 + u < V) p.dv[(r.hv * p.Rw + ws) * V + v0 + u] = acc[u];
+    }
+
+  // --- dk̃_j[a] = e^{γ[a]−Γ_j[a]} (D_c v_j)[a] + Σ_{t≥j} r_t dA_tj q_t[a] e^{Γ_t[a]−Γ_j[a]}   (lanes = j) ---
+  {
+    const int j = tid % C, a0 = tid / C;  // this thread's row, and its keys a0, a0 + 4, …
+    const chunk_record& r = recs[j];
+    const int ws = r.wr ? write_slot(p, r, at) : 0;
+    float wdot = 0.f;
+    for (int a = a0; a < KP; a += nt / C) {
+      float inter = 0.f, dkt = 0.f;
+      if (a < K && r.wr) {
+        const float* drow = Dg + static_cast<index_t>(a) * V;
+        for (int v = 0; v < V; ++v) inter = fmaf(drow[v], Vs[j * ldv + v], inter);
+        const float gja = gm(j, a);
+        inter *= ex(gm(C - 1, a) - gja);
+        float intra = 0.f;
+        for (int t = j; t < C; ++t) intra = fmaf(recs[t].r * dAs[t * lda + j], Qs[t * ldq + a] * ex(gm(t, a) - gja), intra);
+        dkt = inter + intra;
+        if (p.dk) p.dk[(r.hv * p.Rw + ws) * K + a] = r.w * dkt;
+        wdot = fmaf(Ks[j * ldq + a], dkt, wdot);
+      }
+      // c_n[a] += Σ_j k_j[a] w_j dk̃_j^inter[a]: the 32 lanes of this warp, then the two warps of a
+      float cj = (a < K) ? Ks[j * ldq + a] * r.w * inter : 0.f;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) cj += __shfl_xor_sync(0xffffffffu, cj, o);
+      if (lane == 0 && a < KP) cpart[a * 2 + j / 32] = cj;
+    }
+    wpart[j * 4 + a0] = wdot;
+  }
+
+  // --- dq̂_t[a] = e^{Γ_t[a]} (H_c dO_t)[a] + Σ_{j≤t} dA_tj w_j k_j[a] e^{Γ_t[a]−Γ_j[a]}   (lanes = t) ---
+  {
+    const int t = tid % C, a0 = tid / C;
+    const chunk_record& r = recs[t];
+    float rdot = 0.f;
+    for (int a = a0; a < K; a += nt / C) {
+      if (!r.rd) break;
+      const float* hrow = Hg + static_cast<index_t>(a) * V;
+      float inter = 0.f;
+      for (int v = 0; v < V; ++v) inter = fmaf(hrow[v], Os[t * ldv + v], inter);
+      const float gta = gm(t, a);
+      float dq = inter * ex(gta);
+      for (int j = 0; j <= t; ++j) dq = fmaf(dAs[t * lda + j] * recs[j].w, Ks[j * ldq + a] * ex(gta - gm(j, a)), dq);
+      if (p.dq) p.dq[(r.hv * p.Rr + r.slot) * K + a] = r.r * dq;
+      rdot = fmaf(Qs[t * ldq + a], dq, rdot);
+    }
+    rpart[t * 4 + a0] = rdot;
+  }
+  __syncthreads();
+  if (tid < C) {
+    const chunk_record& r = recs[tid];
+    const float wd = ((wpart[tid * 4] + wpart[tid * 4 + 1]) + wpart[tid * 4 + 2]) + wpart[tid * 4 + 3];
+    const float rd = ((rpart[tid * 4] + rpart[tid * 4 + 1]) + rpart[tid * 4 + 2]) + rpart[tid * 4 + 3];
+    if (at.routed && r.wr && p.dcw) p.dcw[r.hv * p.N + at.n] = wd;
+    if (at.routed && r.rd && p.dcr) p.dcr[r.hv * p.N + at.n] = p.scale * rd;
+  }
+  if (p.cbuf)
+    for (int a = tid; a < KP; a += nt) p.cbuf[(c * HV + hv) * KP + a] = a < K ? cn[a] + (cpart[2 * a] + cpart[2 * a + 1]) : 0.f;
+}
+
 // --- 5. chunk_dg_kernel --------------------------------------------------------------------------
 
 //! One block of KP threads per (chunk, value head): thread a walks the chunk backwards.
@@ -503,12 +727,11 @@ __global__ void __launch_bounds__(KP) chunk_dg_kernel(const chunk_bwd_params<Dev
 //! Whether the chunked backward takes this problem (else the recurrent backward runs).
 template <class Dev>
 bool chunked_backward_supported(const detail::problem& pb) {
-  // fp16 inputs compile (the kernels take any 16-bit input type) but are not routed here: with the
-  // gradient kernel's bf16 operands their gradients measured ratio 0.0055–0.0059 against the CPU's on
-  // the same fp16 inputs (gla, sse_n4k1s, sse_w2r1s at T = 200–260), over SPEC §9.3's 0.005 (fp16 would
-  // need fp16 operands for the input-only products and bf16 for the state products). They take the
-  // exact recurrent backward instead.
-  return std::is_same_v<Dev, __nv_bfloat16> && chunked_supported(pb) && pb.V <= bwd_chunk_max_v;
+  // bf16: chunk_grad_kernel (tensor cores). fp32 and fp16: chunk_grad_exact_kernel (fp32 FMA). (With
+  // chunk_grad_kernel's bf16 operands, fp16 inputs measured gradient ratios 0.0055–0.0059 against the
+  // CPU's on the same fp16 inputs — gla, sse_n4k1s, sse_w2r1s at T = 200–260 — over SPEC §9.3's 0.005.)
+  (void)sizeof(Dev);
+  return chunked_supported(pb) && pb.V <= bwd_chunk_max_v;
 }
 
 template <decay_kind D, class Dev, int KP>
@@ -518,9 +741,14 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
     check(cudaFuncSetAttribute(chunk_state_kernel<D, Dev, KP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(state_smem<D, Dev>(KP).bytes)),
           "cudaFuncSetAttribute(chunk_state_kernel)", api);
-    check(cudaFuncSetAttribute(chunk_grad_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(grad_smem<KP>().bytes)),
-          "cudaFuncSetAttribute(chunk_grad_kernel)", api);
+    if constexpr (std::is_same_v<Dev, __nv_bfloat16>)
+      check(cudaFuncSetAttribute(chunk_grad_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(grad_smem<KP>().bytes)),
+            "cudaFuncSetAttribute(chunk_grad_kernel)", api);
+    else
+      check(cudaFuncSetAttribute(chunk_grad_exact_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(grad_exact_smem<D>(KP, bwd_chunk_max_v, KP).bytes)),
+            "cudaFuncSetAttribute(chunk_grad_exact_kernel)", api);
     return true;
   }();
   (void)once;
@@ -552,9 +780,14 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
   check_launch("chunk_rscan_kernel", api);
   if (chunks > 0) {
     // 4. per-chunk gradients
-    chunk_grad_kernel<D, Dev, KP><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), chunk_threads,
-                               grad_smem<KP>().bytes, stream>>>(p);
-    check_launch("chunk_grad_kernel", api);
+    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV));
+    if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
+      chunk_grad_kernel<D, Dev, KP><<<grid, chunk_threads, grad_smem<KP>().bytes, stream>>>(p);
+      check_launch("chunk_grad_kernel", api);
+    } else {
+      chunk_grad_exact_kernel<D, Dev, KP><<<grid, 256, grad_exact_smem<D>(p.K, p.V, KP).bytes, stream>>>(p);
+      check_launch("chunk_grad_exact_kernel", api);
+    }
     // 5. dg
     if (want_dg && D != decay_kind::none) {
       chunk_dg_kernel<D, Dev, KP><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), KP, 0, stream>>>(p);
