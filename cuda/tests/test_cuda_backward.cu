@@ -13,7 +13,8 @@
 //!    rule in the WY form) against the CPU recurrence; the recurrent backward's checkpoint interval and
 //!    mask / varlen give the same bits; gradients not requested are not required; every requested element is written (the
 //!    buffers start as NaN);
-//!  * the fixture cases' d*.npy at 1e-5 (README), deta exactly 0 without gates;
+//!  * the fixture cases' d*.npy at 1e-5 (README), deta exactly 0 without gates; their o.npy and ht.npy
+//!    from the GPU forward (recurrent, chunked<16>, automatic; mask and varlen; in place) at 1e-5;
 //!  * balance_loss on the GPU (value in device memory, gradient overwrite / accumulate) as the CPU's;
 //!  * bad input throws linstate::error before any launch and leaves the outputs untouched.
 //!
@@ -395,6 +396,7 @@ TEST_CASE("chunked backward (bf16): SSE routed streams, router gradients, packed
 
 // --- the chunk-parallel backward in exact fp32 (chunk_grad_exact_kernel: fp32 and fp16 inputs) -------
 
+//! fp32 chunked<64> backward against the CPU recurrent backward: every gradient at 1e-5·max|ref|.
 template <class Spec, class Strategy = linstate::varlen>
 void check_chunked_exact(const random_inputs& data, std::uint64_t seed, bool with_dht = true, bool with_h0 = true) {
   const auto [ref, got] = both<Spec, float, linstate::chunked<64>, Strategy>(data, seed, {}, with_dht, with_h0);
@@ -436,25 +438,19 @@ TEST_CASE("chunked backward (fp16): exact fp32 arithmetic on the fp16 inputs") {
 
 // --- the chunk-parallel delta-rule backward (kernels/chunked_delta.cuh; exact fp32, any input type) ---
 
-template <class Spec, class Strategy = linstate::varlen>
-void check_chunked_fp32(const random_inputs& data, std::uint64_t seed, bool with_dht = true, bool with_h0 = true) {
-  const auto [ref, got] = both<Spec, float, linstate::chunked<64>, Strategy>(data, seed, {}, with_dht, with_h0);
-  check_grads(ref, got);
-}
-
 TEST_CASE("chunked backward: gated delta rule in the WY form, every gradient against the CPU recurrence") {
-  check_chunked_fp32<gdn>(make<gdn>({.B = 2, .T = 150, .H = 2, .HV = 4, .K = 64, .V = 40}, 211), 71);
-  check_chunked_fp32<gdn>(make<gdn>({.B = 1, .T = 200, .H = 1, .HV = 1, .K = 128, .V = 128}, 212), 72, false, false);
-  check_chunked_fp32<gdn_plain>(make<gdn_plain>({.B = 2, .T = 130, .H = 1, .HV = 2, .K = 32, .V = 32}, 213), 73);
+  check_chunked_exact<gdn>(make<gdn>({.B = 2, .T = 150, .H = 2, .HV = 4, .K = 64, .V = 40}, 211), 71);
+  check_chunked_exact<gdn>(make<gdn>({.B = 1, .T = 200, .H = 1, .HV = 1, .K = 128, .V = 128}, 212), 72, false, false);
+  check_chunked_exact<gdn_plain>(make<gdn_plain>({.B = 2, .T = 130, .H = 1, .HV = 2, .K = 32, .V = 32}, 213), 73);
   const auto d4 = make<sse_gdn>({.B = 2, .T = 260, .H = 2, .HV = 2, .K = 64, .V = 64}, 214);
-  check_chunked_fp32<sse_gdn>(d4, 74);
-  check_chunked_fp32<sse_gdn, linstate::mask>(d4, 74);
-  check_chunked_fp32<sse_gdn_w2r1>(make<sse_gdn_w2r1>({.B = 1, .T = 200, .H = 1, .HV = 1, .K = 96, .V = 32}, 215), 75);
-  check_chunked_fp32<sse_gdn_w1r2, linstate::mask>(make<sse_gdn_w1r2>({.B = 1, .T = 150, .H = 2, .HV = 4, .K = 32, .V = 48}, 216), 76);
-  check_chunked_fp32<sse_gdn_renorm>(make<sse_gdn_renorm>({.B = 2, .T = 150, .H = 1, .HV = 1, .K = 32, .V = 32}, 217), 77);
-  check_chunked_fp32<dense3s_gdn>(make<dense3s_gdn>({.B = 1, .T = 150, .H = 1, .HV = 2, .K = 32, .V = 32, .N = 3}, 218), 78);
+  check_chunked_exact<sse_gdn>(d4, 74);
+  check_chunked_exact<sse_gdn, linstate::mask>(d4, 74);
+  check_chunked_exact<sse_gdn_w2r1>(make<sse_gdn_w2r1>({.B = 1, .T = 200, .H = 1, .HV = 1, .K = 96, .V = 32}, 215), 75);
+  check_chunked_exact<sse_gdn_w1r2, linstate::mask>(make<sse_gdn_w1r2>({.B = 1, .T = 150, .H = 2, .HV = 4, .K = 32, .V = 48}, 216), 76);
+  check_chunked_exact<sse_gdn_renorm>(make<sse_gdn_renorm>({.B = 2, .T = 150, .H = 1, .HV = 1, .K = 32, .V = 32}, 217), 77);
+  check_chunked_exact<dense3s_gdn>(make<dense3s_gdn>({.B = 1, .T = 150, .H = 1, .HV = 2, .K = 32, .V = 32, .N = 3}, 218), 78);
   const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
-  check_chunked_fp32<sse_gdn>(make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 219, true, cu), 79);
+  check_chunked_exact<sse_gdn>(make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 219, true, cu), 79);
   SUBCASE("bf16 and fp16 inputs") {
     const sizes d{.B = 1, .T = 200, .H = 2, .HV = 2, .K = 64, .V = 64};
     const auto [rb, gb] = both<sse_gdn, Eigen::bfloat16, linstate::chunked<64>>(make<sse_gdn>(d, 220), 80);
@@ -550,6 +546,62 @@ TEST_CASE("golden fixtures: every stored gradient (recurrent and chunked<16>; ma
     } else {
       check_fixture<gla, linstate::recurrent, linstate::varlen>(c);
       check_fixture<gla, linstate::chunked<16>, linstate::varlen>(c);
+    }
+  }
+}
+
+//! The forward on the GPU against the fixture's o and ht (the element order of [S,P,H,K,V]), and the
+//! decode API: forward_in_place from a copy of h0 (or zeros) must land on ht too.
+template <class Spec, class Algorithm, class Strategy>
+void check_fixture_forward(const fixture_data& c) {
+  INFO("case " << c.name << ", " << Algorithm::name << ", " << Strategy::name);
+  const linstate::inputs<float> in = c.inputs();
+  device_inputs<float> din(in);
+  const tensor<float>& o_ref = c.at("o");
+  const tensor<float>& ht = c.at("ht");
+  linstate::device_buffer<float> o(static_cast<std::size_t>(o_ref.numel()));
+  linstate::device_buffer<float> st(static_cast<std::size_t>(c.state_shape.numel()));
+  linstate::forward<Spec>(linstate::cuda{}, din.in, linstate::outputs<float>{o.view(o_ref.shape()), st.view(c.state_shape)},
+                          Algorithm{}, Strategy{}, c.opt);
+  cuda_ok(cudaDeviceSynchronize());
+  const double err_o = flat_rel_err(download(o, o_ref.shape()), o_ref);
+  const double err_ht = flat_rel_err(download(st, c.state_shape), ht);
+  CAPTURE(err_o);
+  CAPTURE(err_ht);
+  CHECK(err_o <= fp32_tol);
+  CHECK(err_ht <= fp32_tol);
+  // in place (the decode API, over the whole sequence)
+  linstate::inputs<float> ip = din.in;
+  ip.initial_state = {};
+  tensor<float> h(c.state_shape);
+  if (c.initial_state) std::copy(c.at("h0").values().begin(), c.at("h0").values().end(), h.values().begin());
+  auto d_h = upload(h);
+  linstate::device_buffer<float> o2(static_cast<std::size_t>(o_ref.numel()));
+  linstate::forward_in_place<Spec>(linstate::cuda{}, ip, d_h.view(c.state_shape), o2.view(o_ref.shape()), Algorithm{},
+                                   Strategy{}, c.opt);
+  cuda_ok(cudaDeviceSynchronize());
+  CHECK(flat_rel_err(download(d_h, c.state_shape), ht) <= fp32_tol);
+  CHECK(flat_rel_err(download(o2, o_ref.shape()), o_ref) <= fp32_tol);
+}
+
+TEST_CASE("golden fixtures: forward outputs and final states (recurrent, chunked<16>, automatic; mask and varlen; in place)") {
+  std::string where;
+  const std::vector<fixture_data> cases = load_fixture_cases(where);
+  INFO("fixtures: " << where << " (set LINSTATE_FIXTURES)");
+  REQUIRE_MESSAGE(!cases.empty(), "no fixture case found");
+  for (const fixture_data& c : cases) {
+    REQUIRE(c.has("o"));
+    REQUIRE(c.has("ht"));
+    if (c.sse) {
+      check_fixture_forward<sse_dyn_gates, linstate::recurrent, linstate::mask>(c);
+      check_fixture_forward<sse_dyn_gates, linstate::recurrent, linstate::varlen>(c);
+      check_fixture_forward<sse_dyn_gates, linstate::chunked<16>, linstate::mask>(c);
+      check_fixture_forward<sse_dyn_gates, linstate::chunked<16>, linstate::varlen>(c);
+      check_fixture_forward<sse_dyn_gates, linstate::automatic, linstate::varlen>(c);
+    } else {
+      check_fixture_forward<gla, linstate::recurrent, linstate::varlen>(c);
+      check_fixture_forward<gla, linstate::chunked<16>, linstate::varlen>(c);
+      check_fixture_forward<gla, linstate::automatic, linstate::varlen>(c);
     }
   }
 }

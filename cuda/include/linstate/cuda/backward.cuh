@@ -188,8 +188,14 @@ void combine_gradients(cudaStream_t stream, const detail::problem& pb, const bwd
     a.R = R, a.r0 = r0, a.r1 = r1, a.E = E, a.meta = meta, a.N = static_cast<int>(pb.N);
     constexpr int threads = 256;
     const index_t total = out.numel();
-    slot_sum_kernel<Dev><<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(a, device_ptr(out.data));
-    check_launch("slot_sum_kernel", api);
+    if (E % 4 == 0) {  // 16-byte loads (every partial buffer and slot row starts on a multiple of 4 floats)
+      slot_sum4_kernel<Dev><<<static_cast<unsigned>((total / 4 + threads - 1) / threads), threads, 0, stream>>>(
+          a, device_ptr(out.data));
+      check_launch("slot_sum4_kernel", api);
+    } else {
+      slot_sum_kernel<Dev><<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(a, device_ptr(out.data));
+      check_launch("slot_sum_kernel", api);
+    }
   };
   const int K = static_cast<int>(pb.K), V = static_cast<int>(pb.V);
   sum(g.q, pt.dq, pt.zs_q, pt.Z, H, G, pt.Rr, first, pt.Rr, K);

@@ -140,6 +140,25 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
 inline constexpr int ldc = chunk_len + 4;
 inline constexpr int lds = delta_scan_tile + 4;
 
+//! What every per-chunk kernel of this file knows about its (chunk, value head) block.
+template <class Dev>
+struct chunk_block {
+  int hv, h;
+  at_chunk o;
+  chunk_where at;
+  device_source<Dev> src;
+};
+
+//! The block's chunk and head (blockIdx.y = value head), its buffers' offsets, and recs[] filled
+//! (threads [0, C); the caller synchronises before reading them).
+template <class Dev>
+__device__ __forceinline__ chunk_block<Dev> begin_chunk(const delta_params<Dev>& p, index_t c, chunk_record* recs) {
+  const int hv = static_cast<int>(blockIdx.y), h = hv / (p.HV / p.H);
+  const chunk_where at = locate_chunk(p, c);
+  load_records(p, c, at, h, hv, recs);
+  return {hv, h, at_chunk(c, hv, p.HV, p.K, p.V), at, at.is_shared ? p.shr : p.main};
+}
+
 }  // namespace delta_detail
 
 // --- 1. delta_prep_kernel --------------------------------------------------------------------------
@@ -180,11 +199,9 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
   float* Vt = reinterpret_cast<float*>(smem_raw + L.Vt);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, nwarps = nt >> 5;
-  const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
-  const at_chunk o(c, hv, HV, K, V);
-  const chunk_where at = locate_chunk(p, c);
-  const device_source<Dev> src = at.is_shared ? p.shr : p.main;
-  load_records(p, c, at, h, hv, recs);
+  const chunk_block<Dev> blk = begin_chunk(p, c, recs);
+  const at_chunk& o = blk.o;
+  const device_source<Dev>& src = blk.src;
   __syncthreads();
   staged_for(
       C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.wr ? to_f32(src.k[r.qk + e % K]) : 0.f; },
@@ -426,11 +443,8 @@ __global__ void __launch_bounds__(delta_threads) delta_output_kernel(const delta
   float* Qg = reinterpret_cast<float*>(smem_raw + L.Qg);
   float* O = reinterpret_cast<float*>(smem_raw + L.O);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
   const int j0 = static_cast<int>(blockIdx.z) * TV, n = min(TV, V - j0);
-  const at_chunk o(c, hv, HV, K, V);
-  const chunk_where at = locate_chunk(p, c);
-  load_records(p, c, at, h, hv, recs);
+  const at_chunk o = begin_chunk(p, c, recs).o;
   if (tid < C) G[tid] = p.G[o.c + tid];
   __syncthreads();
   for (int e = tid; e < C * K; e += nt) {
@@ -620,10 +634,11 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
   float* Y = reinterpret_cast<float*>(smem_raw + L.Y);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, nwarps = nt >> 5;
-  const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
-  const at_chunk o(c, hv, HV, K, V);
-  const chunk_where at = locate_chunk(p, c);
-  const device_source<Dev> src = at.is_shared ? p.shr : p.main;
+  const chunk_block<Dev> blk = begin_chunk(p, c, recs);
+  const int hv = blk.hv;
+  const at_chunk& o = blk.o;
+  const chunk_where& at = blk.at;
+  const device_source<Dev>& src = blk.src;
   const float* S = p.hbuf + o.kv;    // [K,V] entering state
   const float* Dx = p.dbuf + o.kv;   // [K,V] ∂L/∂S'
   const float* Vn = p.Vn + o.cv;     // [C,V]
@@ -634,8 +649,6 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
   float* ws1 = p.ws + static_cast<index_t>(blockIdx.x * HV + hv) * C * (2 * K + V);  // [C,K]
   float* ws2 = ws1 + C * K;                                                         // [C,K]
   float* ws3 = ws2 + C * K;                                                         // [C,V]
-
-  load_records(p, c, at, h, hv, recs);
   if (tid < C) G[tid] = p.G[o.c + tid], b[tid] = p.b[o.c + tid], dG[tid] = 0.f, db[tid] = 0.f;
   __syncthreads();
   for (int e = tid; e < C * K; e += nt) {

@@ -3,7 +3,8 @@
 //
 //  * slot_sum_kernel: out[t, g, e] = Σ_{hv ∈ group g} Σ_{r ∈ [r0, r1)} Σ_{z < Z} part[z, t, hv, r, e], in
 //    that order (value heads, then slots ascending, then V groups), rounded once to the element type.
-//    One thread per output element, no atomics. A token whose router logits are not finite gets NaN.
+//    One thread per output element (per four when E % 4 == 0: slot_sum4_kernel), no atomics. A token
+//    whose router logits are not finite gets NaN.
 //  * router_bwd_kernel: one thread per token: the probabilities again (detail::softmax, rounded to the
 //    input type with round_to_input: the router_kernel's own numbers), ∂L/∂(write weight) and ∂L/∂(read
 //    weight) of each selected partition summed over value heads (and V groups), then exactly the CPU's
@@ -56,6 +57,35 @@ __global__ void slot_sum_kernel(const slot_sum_args a, Dev* out) {
     }
   }
   out[i] = from_f32<Dev>(acc);
+}
+
+//! slot_sum_kernel for E % 4 == 0: one thread per four consecutive elements (16-byte loads of the
+//! partials, which the scratch layout keeps 16-byte aligned); the same sums in the same order.
+template <class Dev>
+__global__ void slot_sum4_kernel(const slot_sum_args a, Dev* out) {
+  const index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int E4 = a.E / 4;
+  const index_t per_token = static_cast<index_t>(a.groups) * E4;
+  if (i >= a.tokens * per_token) return;
+  const index_t t = i / per_token;
+  const index_t rem = i % per_token;
+  const int grp = static_cast<int>(rem / E4), e = static_cast<int>(rem % E4) * 4;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (a.meta && (a.meta[t * a.N] & route_nonfinite)) {
+    acc = make_float4(quiet_nan(), quiet_nan(), quiet_nan(), quiet_nan());
+  } else {
+    const index_t HV = static_cast<index_t>(a.groups) * a.G;
+    for (int gg = 0; gg < a.G; ++gg) {
+      const index_t base = ((t * HV + grp * a.G + gg) * a.R) * a.E + e;
+      for (int r = a.r0; r < a.r1; ++r)
+        for (int z = 0; z < a.Z; ++z) {
+          const float4 x = *reinterpret_cast<const float4*>(a.part + z * a.zstride + base + static_cast<index_t>(r) * a.E);
+          acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
+        }
+    }
+  }
+  Dev* o = out + i * 4;
+  o[0] = from_f32<Dev>(acc.x), o[1] = from_f32<Dev>(acc.y), o[2] = from_f32<Dev>(acc.z), o[3] = from_f32<Dev>(acc.w);
 }
 
 template <class Dev>
