@@ -75,7 +75,7 @@ namespace detail {
 //! Routed partitions written (Readers = false) or read per token: k of top_k, all N of a dense router.
 template <class R, int N, bool Readers>
 constexpr int selected() {
-  if constexpr (R::kind == linstate::detail::router_kind::top_k) return Readers ? R::num_reader : R::num_writer;
+  if constexpr (R::routes) return Readers ? R::num_reader : R::num_writer;
   else return N;
 }
 }  // namespace detail
@@ -86,7 +86,7 @@ struct traits {
   using P = typename Spec::partition;
   static_assert(P::num_routed != linstate::dynamic, "bench: variants with a dynamic N are not benchmarked");
 
-  static constexpr bool top_k = R::kind == linstate::detail::router_kind::top_k;
+  static constexpr bool top_k = R::routes;
   static constexpr bool shared = P::has_shared;
   static constexpr int routed = P::num_routed;                 //!< N (1 for partition::single)
   static constexpr int partitions = routed + (shared ? 1 : 0);  //!< P, the state's partition axis
@@ -173,18 +173,18 @@ workload<Scalar> make_workload(index_t B, index_t T, std::uint32_t seed = 2024, 
   auto sigmoid = [&] { return 1.f / (1.f + std::exp(-normal(rng))); };
   // gated_key: one log-decay per key channel [B,T,HV,K]; scalar / delta rule: one per head [B,T,HV].
   const linstate::shape_t g_shape =
-      Spec::decay::gate_rank == 2 ? linstate::shape_t{B, T, H, K} : linstate::shape_t{B, T, H};
+      Spec::decay::gate == linstate::gate_extent::key ? linstate::shape_t{B, T, H, K} : linstate::shape_t{B, T, H};
 
   workload<Scalar> w;
   w.q = detail::random_tensor<Scalar>({B, T, H, K}, gauss);
   w.k = detail::random_tensor<Scalar>({B, T, H, K}, gauss);
   w.v = detail::random_tensor<Scalar>({B, T, H, V}, gauss);
-  if constexpr (Spec::decay::gate_rank > 0) w.g = detail::random_tensor<Scalar>(g_shape, log_decay);
+  if constexpr (Spec::decay::gate != linstate::gate_extent::none) w.g = detail::random_tensor<Scalar>(g_shape, log_decay);
   if constexpr (Spec::decay::uses_beta) w.beta = detail::random_tensor<Scalar>({B, T, H}, sigmoid);
   if constexpr (Tr::shared) {
     w.shared_q = detail::random_tensor<Scalar>({B, T, H, K}, gauss);
     w.shared_k = detail::random_tensor<Scalar>({B, T, H, K}, gauss);
-    if constexpr (Spec::decay::gate_rank > 0) w.shared_g = detail::random_tensor<Scalar>(g_shape, log_decay);
+    if constexpr (Spec::decay::gate != linstate::gate_extent::none) w.shared_g = detail::random_tensor<Scalar>(g_shape, log_decay);
     if constexpr (Spec::decay::uses_beta) w.shared_beta = detail::random_tensor<Scalar>({B, T, H}, sigmoid);
   }
   if constexpr (Tr::top_k) w.logits = detail::random_tensor<Scalar>({B, T, Tr::routed}, gauss);

@@ -67,16 +67,16 @@ struct random_inputs {
       for (auto& x : t.values()) x = 1.f / (1.f + std::exp(-nd(gen)));
     };
     const ls::shape_t qk{B, tokens, H, K};
-    const ls::shape_t gs = D::gate_rank == 2 ? ls::shape_t{B, tokens, HV, K} : ls::shape_t{B, tokens, HV};
+    const ls::shape_t gs = D::gate == linstate::gate_extent::key ? ls::shape_t{B, tokens, HV, K} : ls::shape_t{B, tokens, HV};
     normal(q, qk), normal(k, qk), normal(v, {B, tokens, HV, V});
-    if constexpr (D::gate_rank > 0) log_gate(g, gs);
+    if constexpr (D::gate != linstate::gate_extent::none) log_gate(g, gs);
     if constexpr (D::uses_beta) sigmoid(beta, {B, tokens, HV});
     if constexpr (P::has_shared) {
       normal(sq, qk), normal(sk, qk);
-      if constexpr (D::gate_rank > 0) log_gate(sg, gs);
+      if constexpr (D::gate != linstate::gate_extent::none) log_gate(sg, gs);
       if constexpr (D::uses_beta) sigmoid(sbeta, {B, tokens, HV});
     }
-    if constexpr (Spec::router::kind == ls::detail::router_kind::top_k) normal(logits, {B, tokens, P::num_routed});
+    if constexpr (Spec::router::routes) normal(logits, {B, tokens, P::num_routed});
   }
 
   // A view of the first `n` tokens (B = 1 and [B,T,...] row-major: a prefix of every buffer).
@@ -170,7 +170,7 @@ row run_variant(const char* name, unsigned seed) {
   r.measured_bytes = 2 * r.changed * part_bytes;  // each changed partition is read and written once
   // SPEC §11 C8: a step writes the shared partition and the kw selected ones (router::dense: all)
   index_t written = P_all;
-  if constexpr (R::kind == ls::detail::router_kind::top_k) written = R::num_writer + (P::has_shared ? 1 : 0);
+  if constexpr (R::routes) written = R::num_writer + (P::has_shared ? 1 : 0);
   r.analytic_bytes = 2 * written * part_bytes;
 
   // 4. decode latency (B = 1, one token, state updated in place) --------------------------------

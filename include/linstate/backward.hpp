@@ -78,10 +78,10 @@ void backward(const cpu& be, const inputs<Scalar>& in, const cotangents<Scalar>&
               Algorithm = {}, Strategy = {}, const options& opt = {}) {
   static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
   const std::string api = "linstate::backward";
-  const detail::problem pb =
-      detail::make_problem<Spec>(api, in, tensor_view<Scalar>{}, tensor_view<float>{}, "final_state", opt, false);
+  const auto pb = detail::make_problem<Spec>(api, in, tensor_view<Scalar>{}, tensor_view<float>{}, "final_state", opt, false);
   detail::check_gradients(api, pb, in, d, grads);
-  cpu_detail::dispatch_backward(be, pb, in, d, grads, detail::cpu_chunk<Algorithm>(pb), detail::gathers<Strategy>());
+  cpu_detail::run_backward<typename Spec::decay>(be, pb, in, d, grads, detail::cpu_chunk<Algorithm, typename Spec::decay>(pb),
+                                                 detail::gathers<Strategy>());
 }
 
 //! \brief Convenience overload: allocates a gradient for every input that was given and returns them.

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "concepts.hpp"
-#include "detail/kinds.hpp"
 #include "detail/numeric.hpp"
 #include "detail/problem.hpp"
 #include "detail/router.hpp"
@@ -30,12 +29,12 @@ namespace detail {
 //! checked for finiteness only when `host_data` is true (device backends pass false: the CUDA
 //! balance_loss cannot read them without a round trip).
 template <class Spec, class Scalar>
-problem make_balance_problem(const std::string& api, const tensor_view<const Scalar>& logits, const options& opt,
+problem_for<typename Spec::router> make_balance_problem(const std::string& api, const tensor_view<const Scalar>& logits, const options& opt,
                              bool host_data = true) {
   using R = typename Spec::router;
   using Pt = typename Spec::partition;
-  problem pb;
-  pb.router = router_kind::top_k;
+  problem_for<R> pb;
+  pb.routed = true;
   pb.shared = Pt::has_shared;
 
   // N: from the partition policy, or options.num_partitions when it is dynamic.
@@ -55,38 +54,8 @@ problem make_balance_problem(const std::string& api, const tensor_view<const Sca
 
   // kw is required (it defines the write mask and the N/kw factor); kr and the gate use do not
   // enter the loss, so they may stay unset, but a value that contradicts the variant is refused.
-  if constexpr (R::num_writer == dynamic) {
-    if (opt.num_writer == dynamic) fail(api, "router::top_k<dynamic> needs options.num_writer (it is not set)");
-    if (opt.num_writer < 1) fail(api, "router::top_k<dynamic> needs options.num_writer >= 1, got " + std::to_string(opt.num_writer));
-    pb.kw = opt.num_writer;
-  } else {
-    if (opt.num_writer != dynamic && opt.num_writer != R::num_writer)
-      fail(api, "options.num_writer = " + std::to_string(opt.num_writer) + " but the variant fixes it to " +
-                    std::to_string(R::num_writer) + " at compile time");
-    pb.kw = R::num_writer;
-  }
-  if constexpr (R::num_reader == dynamic) {
-    if (opt.num_reader != dynamic && opt.num_reader < 1)
-      fail(api, "router::top_k<..., dynamic> needs options.num_reader >= 1, got " + std::to_string(opt.num_reader));
-    pb.kr = opt.num_reader == dynamic ? pb.kw : opt.num_reader;
-  } else {
-    if (opt.num_reader != dynamic && opt.num_reader != R::num_reader)
-      fail(api, "options.num_reader = " + std::to_string(opt.num_reader) + " but the variant fixes it to " +
-                    std::to_string(R::num_reader) + " at compile time");
-    pb.kr = R::num_reader;
-  }
-  if (pb.kw > pb.N || pb.kr > pb.N)
-    fail(api, "router::top_k writes kw = " + std::to_string(pb.kw) + " and reads kr = " + std::to_string(pb.kr) +
-                  " partitions per token but there are only N = " + std::to_string(pb.N));
-  if constexpr (R::options.dynamic_gates) {
-    pb.gates = opt.gates ? *opt.gates : R::options.gates;
-  } else {
-    if (opt.gates && *opt.gates != R::options.gates)
-      fail(api, "options.gates is set but the variant fixes the gates at compile time");
-    pb.gates = R::options.gates;
-  }
-  pb.renormalize = R::options.renormalize;
-  pb.round_to_input = R::options.round_to_input;
+  pb.router_cfg.value = R::configure(opt, pb.N, api, /*balance=*/true);
+  pb.kw = pb.rcfg().kw, pb.kr = pb.rcfg().kr;
 
   // logits: [B,T,N], finite.
   if (logits.empty()) fail(api, "router_logits is required: [B,T,N] with N = " + std::to_string(pb.N));
@@ -101,13 +70,13 @@ problem make_balance_problem(const std::string& api, const tensor_view<const Sca
 }
 
 //! aux, and (when `grad` is not null) ∂aux/∂logits per token in fp32, [tokens, N].
-template <class Scalar>
-double balance_loss_impl(const problem& pb, const tensor_view<const Scalar>& logits, std::vector<float>* grad) {
+template <class R, class Scalar>
+double balance_loss_impl(const problem_for<R>& pb, const tensor_view<const Scalar>& logits, std::vector<float>* grad) {
   const index_t M = pb.tokens(), N = pb.N;
   if (grad) grad->assign(static_cast<std::size_t>(M * N), 0.f);
   if (M == 0) return 0.0;  // no token: nothing to balance (and the means are undefined)
   routing rt;
-  compute_routing(pb, logits, rt);
+  compute_routing<R>(pb, pb.rcfg(), logits, nullptr, rt);
   // P_n and F_n: means over every token of the call, accumulated in double.
   std::vector<double> P(static_cast<std::size_t>(N), 0.0), F(static_cast<std::size_t>(N), 0.0);
   for (index_t t = 0; t < M; ++t)
@@ -127,15 +96,14 @@ double balance_loss_impl(const problem& pb, const tensor_view<const Scalar>& log
   if (grad) {
     // ∂aux/∂p_t[n] = (N/kw)·F_n/M (the mask is a constant), then the softmax backward
     // dlogit = p ⊙ (dp − ⟨p, dp⟩) per token, as SPEC §4.6 (L355).
-    std::vector<double> dp(static_cast<std::size_t>(N));
+    std::vector<double> dp(static_cast<std::size_t>(N)), x(dp.size()), dx(dp.size());
     for (std::size_t n = 0; n < dp.size(); ++n) dp[n] = factor * F[n] / static_cast<double>(M);
     for (index_t t = 0; t < M; ++t) {
-      const float* p = rt.prob.data() + t * N;
-      double pdp = 0.0;
-      for (index_t n = 0; n < N; ++n) pdp += static_cast<double>(p[n]) * dp[static_cast<std::size_t>(n)];
+      for (index_t n = 0; n < N; ++n) x[static_cast<std::size_t>(n)] = static_cast<double>(to_float(logits.data[t * N + n]));
+      R::scores_backward(pb.rcfg(), static_cast<int>(N), x.data(), static_cast<const float*>(nullptr),
+                         rt.prob.data() + t * N, dp.data(), dx.data());
       for (index_t n = 0; n < N; ++n)
-        (*grad)[static_cast<std::size_t>(t * N + n)] =
-            static_cast<float>(static_cast<double>(p[n]) * (dp[static_cast<std::size_t>(n)] - pdp));
+        (*grad)[static_cast<std::size_t>(t * N + n)] = static_cast<float>(dx[static_cast<std::size_t>(n)]);
     }
   }
   return aux;
@@ -145,10 +113,22 @@ template <class Spec>
 constexpr bool validate_balance() {
   static_assert(validate<Spec>());
   if constexpr (Variant<Spec>) {
-    static_assert(Spec::router::kind == router_kind::top_k,
+    using R = typename Spec::router;
+    static_assert(R::routes,
                   "linstate::balance_loss: the balance loss balances the top-k router's write sets (SPEC §4.9); "
                   "the variant's router must be router::top_k<kw, kr> (router::dense writes every partition, so the "
                   "loss would be the constant 1)");
+    if constexpr (R::routes) {
+      static_assert(requires(const typename R::config& c, const double* x, const float* p, const double* dp, double* dx) {
+                      R::scores_backward(c, 1, x, static_cast<const float*>(nullptr), p, dp, dx);
+                    },
+                    "linstate::balance_loss: the router policy has no `scores_backward(const config&, int N, const T* "
+                    "logits, const float* params, const P* scores, const T* dscores, T* dlogits)`: the balance loss "
+                    "differentiates its scores (router::top_k: the softmax)");
+      static_assert(R::params_per_partition == 0,
+                    "linstate::balance_loss: the router takes router_params, which balance_loss has no argument for; "
+                    "balance such a router through its parameters (auxiliary-loss-free balancing)");
+    }
   }
   return true;
 }
@@ -188,7 +168,7 @@ template <class Spec, InputScalar Scalar>
 float balance_loss(const tensor_view<const Scalar>& router_logits, const options& opt = {}) {
   static_assert(detail::validate_balance<Spec>());
   const std::string api = "linstate::balance_loss";
-  const detail::problem pb = detail::make_balance_problem<Spec>(api, router_logits, opt);
+  const auto pb = detail::make_balance_problem<Spec>(api, router_logits, opt);
   return static_cast<float>(detail::balance_loss_impl(pb, router_logits, nullptr));
 }
 
@@ -221,7 +201,7 @@ float balance_loss(const tensor_view<const Scalar>& router_logits, const tensor_
                    float coefficient = 1.f, gradient_write mode = gradient_write::overwrite, const options& opt = {}) {
   static_assert(detail::validate_balance<Spec>());
   const std::string api = "linstate::balance_loss";
-  const detail::problem pb = detail::make_balance_problem<Spec>(api, router_logits, opt);
+  const auto pb = detail::make_balance_problem<Spec>(api, router_logits, opt);
   if (d_logits.empty())
     detail::fail(api, "d_logits is required: expected " + router_logits.shape.str() +
                           " (like router_logits); for the value alone call balance_loss(router_logits, options)");

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "concepts.hpp"
-#include "router/top_k.hpp"
 
 namespace linstate {
 
@@ -16,23 +15,15 @@ std::string describe() {
   using P = typename Spec::partition;
   auto num = [](int x) { return x == dynamic ? std::string("dynamic") : std::to_string(x); };
   std::string s = "state=dense<float> decay=";
-  if constexpr (requires { D::name; }) {
+  {
     const std::string name = D::name;
     s += name.rfind("decay::", 0) == 0 ? name.substr(7) : name;
-  } else {
-    s += "(unnamed)";
   }
   s += " router=";
-  if constexpr (R::kind == detail::router_kind::top_k) {
-    s += "top_k<" + num(R::num_writer) + "," + num(R::num_reader) + ">";
-    s += std::string(" gates=") + (R::options.dynamic_gates ? "dynamic"
-                                   : R::options.gates == router::gate::both ? "write+read"
-                                   : R::options.gates == router::gate::write ? "write"
-                                   : R::options.gates == router::gate::read ? "read" : "none");
-    if (R::options.renormalize) s += " renormalize";
-    if (R::options.round_to_input) s += " round_to_input";
-  } else {
-    s += "dense";
+  if constexpr (requires { R::describe(); }) s += R::describe();
+  else {
+    const std::string name = R::name;
+    s += name.rfind("router::", 0) == 0 ? name.substr(8) : name;
   }
   s += " partition=";
   if constexpr (P::is_single) s += "single";

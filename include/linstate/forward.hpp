@@ -31,13 +31,20 @@ constexpr bool validate_call() {
                 "linstate: the algorithm argument must be linstate::recurrent{}, linstate::chunked<C>{} or "
                 "linstate::automatic{}");
   static_assert(is_strategy_v<Strategy>, "linstate: the strategy argument must be linstate::mask{} or linstate::varlen{}");
+  if constexpr (Variant<Spec> && requires { Algorithm::chunk_size; }) {
+    using D = typename Spec::decay;
+    static_assert(!is_family_of<D, family::recurrent_only>,
+                  "linstate: chunked<C> needs a chunk-parallel family (diagonal or delta), but the decay policy is "
+                  "family::recurrent_only; run it with linstate::recurrent{} or linstate::automatic{} (which runs it "
+                  "recurrently), or give the policy a chunk-parallel family");
+  }
   return true;
 }
 
-//! Chunk size the CPU backend uses for `Algorithm` (0 = recurrent).
-template <class Algorithm>
+//! Chunk size the CPU backend uses for `Algorithm` and decay `D` (0 = recurrent).
+template <class Algorithm, class D>
 index_t cpu_chunk(const problem& pb) {
-  if constexpr (std::is_same_v<Algorithm, recurrent>) return 0;
+  if constexpr (std::is_same_v<Algorithm, recurrent> || is_family_of<D, family::recurrent_only>) return 0;
   else if constexpr (std::is_same_v<Algorithm, automatic>) {
     index_t longest = 0;
     for (std::size_t s = 0; s + 1 < pb.seq.size(); ++s) longest = std::max(longest, pb.seq[s + 1] - pb.seq[s]);
@@ -100,7 +107,7 @@ void forward(const cpu& be, const inputs<Scalar>& in, const outputs<Scalar>& out
              const options& opt = {}) {
   static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
   const std::string api = "linstate::forward";
-  const detail::problem pb = detail::make_problem<Spec>(api, in, out.o, out.final_state, "final_state", opt);
+  const auto pb = detail::make_problem<Spec>(api, in, out.o, out.final_state, "final_state", opt);
   detail::check_no_alias(api, in, out, "final_state");
   std::vector<float> scratch_state;
   float* state = out.final_state.data;
@@ -110,7 +117,8 @@ void forward(const cpu& be, const inputs<Scalar>& in, const outputs<Scalar>& out
   }
   if (in.initial_state.empty()) std::fill(state, state + pb.state_numel(), 0.f);
   else std::memcpy(state, in.initial_state.data, static_cast<std::size_t>(pb.state_numel()) * sizeof(float));
-  cpu_detail::dispatch(be, pb, in, state, out.o.data, detail::cpu_chunk<Algorithm>(pb), detail::gathers<Strategy>());
+  cpu_detail::run<typename Spec::decay>(be, pb, in, state, out.o.data, detail::cpu_chunk<Algorithm, typename Spec::decay>(pb),
+                                        detail::gathers<Strategy>());
 }
 
 //! \brief Forward pass that updates `state` `[S,P,HV,K,V]` in place (it is the initial state on entry
@@ -125,9 +133,10 @@ void forward_in_place(const cpu& be, const inputs<Scalar>& in, const tensor_view
   if (!in.initial_state.empty())
     detail::fail(api, "in.initial_state must be empty: the state argument is both the initial and the final state");
   if (state.empty()) detail::fail(api, "state is required: [S,P,HV,K,V] fp32");
-  const detail::problem pb = detail::make_problem<Spec>(api, in, o, state, "state", opt);
+  const auto pb = detail::make_problem<Spec>(api, in, o, state, "state", opt);
   detail::check_no_alias(api, in, outputs<Scalar>{o, state}, "state");
-  cpu_detail::dispatch(be, pb, in, state.data, o.data, detail::cpu_chunk<Algorithm>(pb), detail::gathers<Strategy>());
+  cpu_detail::run<typename Spec::decay>(be, pb, in, state.data, o.data, detail::cpu_chunk<Algorithm, typename Spec::decay>(pb),
+                                        detail::gathers<Strategy>());
 }
 
 //! \brief The state shape `[S, P, HV, K, V]` variant `Spec` uses for these inputs (checks them too).

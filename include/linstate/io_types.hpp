@@ -5,7 +5,7 @@
 #include <optional>
 #include <span>
 
-#include "detail/kinds.hpp"
+#include "dynamic.hpp"
 #include "router/top_k.hpp"
 #include "tensor.hpp"
 
@@ -16,7 +16,7 @@ template <class Scalar>
 struct shared_inputs {
   tensor_view<const Scalar> q{};     //!< [B,T,H,K]
   tensor_view<const Scalar> k{};     //!< [B,T,H,K]
-  tensor_view<const Scalar> g{};     //!< its own log-decay: [B,T,HV,K] (gated_key), [B,T,HV] (scalar, delta rule)
+  tensor_view<const Scalar> g{};     //!< its own gate, shaped like inputs::g
   tensor_view<const Scalar> beta{};  //!< [B,T,HV] (delta rule only)
 };
 
@@ -29,10 +29,13 @@ struct inputs {
   tensor_view<const Scalar> q{};     //!< [B,T,H,K]   queries of the single / routed partitions (q2 in SSE)
   tensor_view<const Scalar> k{};     //!< [B,T,H,K]   keys (k2 in SSE)
   tensor_view<const Scalar> v{};     //!< [B,T,HV,V]  values (shared by every partition)
-  tensor_view<const Scalar> g{};     //!< log-decay ≤ 0: [B,T,HV,K] gated_key, [B,T,HV] scalar/delta, empty for none
-  tensor_view<const Scalar> beta{};  //!< [B,T,HV] write strength (delta rule only)
+  tensor_view<const Scalar> g{};     //!< the decay policy's gate (its gate_extent): [B,T,HV,K] key (gated_key),
+                                     //!< [B,T,HV] head (scalar, delta rule), [B,T,HV,V] value; empty for none
+  tensor_view<const Scalar> beta{};  //!< [B,T,HV] write strength (policies with uses_beta: the delta rule)
   shared_inputs<Scalar> shared{};  //!< the shared partition's own q, k, g, beta
-  tensor_view<const Scalar> router_logits{};     //!< [B,T,N] (router::top_k only; eta in the fixtures)
+  tensor_view<const Scalar> router_logits{};     //!< [B,T,N] (routing routers only; eta in the fixtures)
+  tensor_view<const float> router_params{};      //!< [N] or [N,m] fp32 parameters of a router policy with
+                                                 //!< params_per_partition = m > 0 (e.g. a selection bias); not differentiated
   tensor_view<const float> initial_state{};      //!< [S,P,HV,K,V] fp32, or empty for zeros
   std::span<const std::int64_t> cu_seqlens{};  //!< [S+1] packed sequence offsets, or empty (S = B)
 };

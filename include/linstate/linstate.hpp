@@ -13,7 +13,7 @@
 
 #include "config.hpp"
 #include "tensor.hpp"
-#include "detail/kinds.hpp"
+#include "dynamic.hpp"
 #include "detail/numeric.hpp"
 
 #include "decay/gated_delta_rule.hpp"

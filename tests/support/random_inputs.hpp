@@ -79,15 +79,15 @@ config config_for(const sizes& d, const linstate::options& opt = {}) {
   using P = typename Spec::partition;
   config c;
   c.dims = d;
-  c.gate = D::gate_rank == 0 ? gate_shape::none : D::gate_rank == 1 ? gate_shape::per_head : gate_shape::per_key;
+  c.gate = D::gate == linstate::gate_extent::none ? gate_shape::none : D::gate == linstate::gate_extent::head ? gate_shape::per_head : gate_shape::per_key;
   c.beta = D::uses_beta;
   c.shared = P::has_shared;
-  c.router = R::kind == linstate::detail::router_kind::top_k;
+  c.router = R::routes;
   if constexpr (P::is_single) c.dims.N = 1;
   else if constexpr (P::num_routed == linstate::dynamic) c.dims.N = opt.num_partitions;
   else c.dims.N = P::num_routed;
   c.partitions = c.dims.N + (P::has_shared ? 1 : 0);
-  if constexpr (D::kind == linstate::detail::decay_kind::delta && !D::l2norm_qk) c.key_norm = 1.f;
+  if constexpr (linstate::is_family_of<D, linstate::family::delta> && !D::l2norm_qk) c.key_norm = 1.f;
   return c;
 }
 

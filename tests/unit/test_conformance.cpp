@@ -17,8 +17,9 @@ namespace pt = linstate::partition;
 namespace rt = linstate::router;
 namespace st = linstate::state;
 using linstate::dynamic;
-using linstate::detail::decay_kind;
-using linstate::detail::router_kind;
+using linstate::gate_extent;
+using linstate::is_family_of;
+namespace fm = linstate::family;
 
 // --- the variants of the docs (spec.hpp, linstate.hpp, SPEC §5) --------------------------------------
 struct gla : linstate::spec<> {};
@@ -69,14 +70,14 @@ static_assert(!linstate::Decay<rt::dense> && !linstate::Router<dc::gated_key> &&
               !linstate::State<pt::single> && !linstate::Decay<int>);
 
 // --- the documented members (values the backends rely on) --------------------------------------------------
-static_assert(dc::none::kind == decay_kind::none && dc::none::gate_rank == 0 && !dc::none::uses_beta);
-static_assert(dc::scalar::kind == decay_kind::scalar && dc::scalar::gate_rank == 1 && !dc::scalar::uses_beta);
-static_assert(dc::gated_key::kind == decay_kind::diagonal && dc::gated_key::gate_rank == 2 && !dc::gated_key::uses_beta &&
-              !dc::gated_key::l2norm_qk);
-static_assert(dc::gated_delta_rule<true>::kind == decay_kind::delta && dc::gated_delta_rule<true>::gate_rank == 1 &&
+static_assert(is_family_of<dc::none, fm::diagonal> && dc::none::gate == gate_extent::none && !dc::none::uses_beta);
+static_assert(is_family_of<dc::scalar, fm::diagonal> && dc::scalar::gate == gate_extent::head && !dc::scalar::uses_beta);
+static_assert(is_family_of<dc::gated_key, fm::diagonal> && dc::gated_key::gate == gate_extent::key &&
+              !dc::gated_key::uses_beta && !dc::gated_key::l2norm_qk);
+static_assert(is_family_of<dc::gated_delta_rule<true>, fm::delta> && dc::gated_delta_rule<true>::gate == gate_extent::head &&
               dc::gated_delta_rule<true>::uses_beta && dc::gated_delta_rule<true>::l2norm_qk &&
               !dc::gated_delta_rule<false>::l2norm_qk);
-static_assert(rt::dense::kind == router_kind::dense && rt::top_k<2, 3>::kind == router_kind::top_k);
+static_assert(!rt::dense::routes && rt::top_k<2, 3>::routes);
 static_assert(rt::top_k<2, 3>::num_writer == 2 && rt::top_k<2, 3>::num_reader == 3 && rt::top_k<2>::num_reader == 2);
 static_assert(rt::top_k<1>::options.gates == rt::gate::both && !rt::top_k<1>::options.renormalize &&
               !rt::top_k<1>::options.round_to_input && !rt::top_k<1>::options.dynamic_gates);  // SPEC §11 C1 defaults

@@ -66,7 +66,7 @@ struct bundle {
   using D = typename Spec::decay;
   using R = typename Spec::router;
   using Pt = typename Spec::partition;
-  static constexpr bool routed = R::kind == linstate::detail::router_kind::top_k;
+  static constexpr bool routed = R::routes;
 
   dims d;
   index_t N, P;
@@ -89,13 +89,13 @@ struct bundle {
       return t;
     };
     const shape_t qs{d.B, d.T, d.H, d.K};
-    const shape_t gs = D::gate_rank == 2 ? shape_t{d.B, d.T, d.HV, d.K} : shape_t{d.B, d.T, d.HV};
+    const shape_t gs = D::gate == linstate::gate_extent::key ? shape_t{d.B, d.T, d.HV, d.K} : shape_t{d.B, d.T, d.HV};
     q = rnd(qs), k = rnd(qs), v = rnd({d.B, d.T, d.HV, d.V});
-    if (D::gate_rank > 0) g = cst(gs, -0.05f);
+    if (D::gate != linstate::gate_extent::none) g = cst(gs, -0.05f);
     if (D::uses_beta) beta = cst({d.B, d.T, d.HV}, 0.5f);
     if (Pt::has_shared) {
       sq = rnd(qs), sk = rnd(qs);
-      if (D::gate_rank > 0) sg = cst(gs, -0.02f);
+      if (D::gate != linstate::gate_extent::none) sg = cst(gs, -0.02f);
       if (D::uses_beta) sbeta = cst({d.B, d.T, d.HV}, 0.25f);
     }
     if (routed) logits = rnd({d.B, d.T, N});

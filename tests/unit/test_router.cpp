@@ -46,19 +46,22 @@ std::set<int> top_k_by_sort(const std::vector<float>& p, int k) {
   return {idx.begin(), idx.begin() + std::min<std::size_t>(static_cast<std::size_t>(k), idx.size())};
 }
 
-//! A router-only problem: `tokens` tokens of N logits each.
-problem router_problem(index_t tokens, index_t N, int kw, int kr, gate gates = gate::both, bool renormalize = false,
-                       bool round_to_input = false) {
-  problem pb;
+//! A router-only problem: `tokens` tokens of N logits each, for router::top_k with run-time settings.
+using any_top_k = linstate::router::top_k<linstate::dynamic, linstate::dynamic>;
+using top_k_problem = linstate::detail::problem_for<any_top_k>;
+top_k_problem router_problem(index_t tokens, index_t N, int kw, int kr, gate gates = gate::both, bool renormalize = false,
+                             bool round_to_input = false) {
+  top_k_problem pb;
   pb.B = 1, pb.T = tokens, pb.H = 1, pb.HV = 1, pb.K = 1, pb.V = 1, pb.S = 1;
   pb.N = N, pb.P = N;
-  pb.router = linstate::detail::router_kind::top_k;
-  pb.kw = kw, pb.kr = kr, pb.gates = gates, pb.renormalize = renormalize, pb.round_to_input = round_to_input;
+  pb.routed = true;
+  pb.kw = kw, pb.kr = kr;
+  pb.router_cfg.value = {kw, kr, gates, renormalize, round_to_input};
   return pb;
 }
 
 template <class Scalar>
-routing route(const problem& pb, const std::vector<Scalar>& logits) {
+routing route(const top_k_problem& pb, const std::vector<Scalar>& logits) {
   REQUIRE(static_cast<index_t>(logits.size()) == pb.tokens() * pb.N);
   routing rt;
   linstate::detail::compute_routing(pb, linstate::tensor_view<const Scalar>{logits.data(), {1, pb.T, pb.N}}, rt);
@@ -342,7 +345,7 @@ TEST_CASE("router: router::dense gives every partition weight 1") {
   SUBCASE("the resolved problem selects all N partitions for writing and reading") {
     const auto pb = linstate::detail::make_problem<dense_n3_r>("test", in, linstate::tensor_view<float>{},
                                                                 linstate::tensor_view<float>{}, "final_state", {}, false);
-    CHECK(pb.router == linstate::detail::router_kind::dense);
+    CHECK(!pb.routed);
     CHECK(pb.N == 3);
     CHECK(pb.kw == 3);
     CHECK(pb.kr == 3);

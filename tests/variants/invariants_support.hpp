@@ -159,9 +159,9 @@ linstate::options options_of() {
 }
 
 template <class Spec>
-constexpr bool is_delta = Spec::decay::kind == linstate::detail::decay_kind::delta;
+constexpr bool is_delta = linstate::is_family_of<typename Spec::decay, linstate::family::delta>;
 template <class Spec>
-constexpr bool is_top_k = Spec::router::kind == linstate::detail::router_kind::top_k;
+constexpr bool is_top_k = Spec::router::routes;
 
 //! kw of a variant (N for router::dense, which writes every partition).
 template <class Spec>

@@ -44,12 +44,12 @@ constexpr linstate::cpu be{.threads = 1};
 constexpr double ratio_tol = 0.005;  // SPEC §9.3 (fla: GLA o, ht; GDN o, ht)
 
 template <class Spec>
-constexpr bool is_delta = Spec::decay::kind == linstate::detail::decay_kind::delta;
+constexpr bool is_delta = linstate::is_family_of<typename Spec::decay, linstate::family::delta>;
 
 //! True for a top-k router that rounds its probabilities to the input type (top_k_options::round_to_input).
 template <class Spec>
 constexpr bool rounds_router() {
-  if constexpr (Spec::router::kind == linstate::detail::router_kind::top_k) return Spec::router::options.round_to_input;
+  if constexpr (Spec::router::routes) return Spec::router::options.round_to_input;
   else return false;
 }
 

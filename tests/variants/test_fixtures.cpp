@@ -232,7 +232,7 @@ void check_routing(const linstate_test::fixture_case& c, const linstate::inputs<
   INFO("case " << c.name << ", routing vs sel_write.npy / sel_read.npy");
   linstate::detail::routing routing;
   try {
-    const linstate::detail::problem pb = linstate::detail::make_problem<sse_dynamic>(
+    const auto pb = linstate::detail::make_problem<sse_dynamic>(
         "test_fixtures", in, linstate::tensor_view<float>{}, linstate::tensor_view<float>{}, "final_state", opt,
         /*o_given=*/false);
     CHECK(pb.N == c.N);

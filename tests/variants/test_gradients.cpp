@@ -160,9 +160,9 @@ linstate::options options_of() {
   else return {};
 }
 template <class Spec>
-constexpr bool is_top_k = Spec::router::kind == linstate::detail::router_kind::top_k;
+constexpr bool is_top_k = Spec::router::routes;
 template <class Spec>
-constexpr bool is_delta = Spec::decay::kind == linstate::detail::decay_kind::delta;
+constexpr bool is_delta = linstate::is_family_of<typename Spec::decay, linstate::family::delta>;
 
 template <class F>
 void for_each_algorithm(F&& f) {
@@ -564,7 +564,7 @@ double p13_error(const problem_case& pc, const tensor<float>& q, const tensor<fl
 TEST_CASE_TEMPLATE("P13: dg identity (GLA, scalar decay, SSE shared partition), oracle and CPU", Spec, gradt::gla,
                    gradt::retention, gradt::sse_n4k1s) {
   constexpr bool shared = Spec::partition::has_shared;
-  constexpr bool scalar_gate = Spec::decay::kind == linstate::detail::decay_kind::scalar;
+  constexpr bool scalar_gate = (Spec::decay::gate == linstate::gate_extent::head);
   const std::vector<layout> ls = {
       {"batched B=3 H=HV=2 K=8 V=12", {.B = 3, .T = 90, .H = 2, .HV = 2, .K = 8, .V = 12}, {}},
       {"packed lengths 0,70,1,29 H=HV=2 K=16 V=8", {.B = 1, .T = 100, .H = 2, .HV = 2, .K = 16, .V = 8}, {0, 0, 70, 71, 100}},

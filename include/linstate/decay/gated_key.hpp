@@ -1,12 +1,12 @@
 // linstate/decay/gated_key.hpp — Gated Linear Attention's per-key diagonal decay.
 #pragma once
-#include "../detail/kinds.hpp"
+#include "../transition.hpp"
 
 namespace linstate::decay {
 
 //! \brief GLA (Yang et al. 2023, arXiv 2312.06635, Eq. 3; SPEC §2.1):
 //! `h_t = diag(e^{g_t}) h_{t-1} + k_t v_tᵀ`, i.e. `h_t[i,j] = e^{g_t[i]} h_{t-1}[i,j] + k_t[i] v_t[j]`,
-//! with a log-gate `g_t ∈ R^K`, `g_t ≤ 0`, per token and value head.
+//! with a log-gate `g_t ∈ R^K`, `g_t ≤ 0`, per token and value head. Family diagonal, gate per key.
 //!
 //! Gate tensor `g`: `[B,T,HV,K]` (the same shape as k when HV = H).
 //! \code
@@ -14,11 +14,7 @@ namespace linstate::decay {
 //! linstate::inputs<float> in{.q = q.view(), .k = k.view(), .v = v.view(), .g = g.view()};
 //! auto [o, ht] = linstate::forward<gla>(linstate::cpu{}, in);
 //! \endcode
-struct gated_key {
-  static constexpr detail::decay_kind kind = detail::decay_kind::diagonal;
-  static constexpr int gate_rank = 2;
-  static constexpr bool uses_beta = false;
-  static constexpr bool l2norm_qk = false;
+struct gated_key : diagonal_transition<gate_extent::key> {
   static constexpr const char* name = "decay::gated_key";
 };
 

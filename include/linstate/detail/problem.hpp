@@ -15,9 +15,8 @@
 namespace linstate::detail {
 
 struct problem {
-  // decay
-  decay_kind decay = decay_kind::diagonal;
-  int gate_rank = 2;
+  // what the decay policy declares (copied so that host code can size buffers without the type)
+  gate_extent gate = gate_extent::key;
   bool uses_beta = false;
   bool l2norm = false;
   // sizes
@@ -25,11 +24,9 @@ struct problem {
   index_t N = 1;       // routed partitions (1 for partition::single)
   index_t P = 1;       // partitions in the state (N + shared)
   bool shared = false;
-  // router
-  router_kind router = router_kind::dense;
+  // router: whether it selects partitions per token, and at most how many it writes / reads
+  bool routed = false;
   int kw = 1, kr = 1;
-  router::gate gates = router::gate::both;
-  bool renormalize = false, round_to_input = false;
   float scale = 1.f;
   std::vector<index_t> seq;  // [S+1] flat token offsets (token (b,t) is b*T + t)
 
@@ -38,8 +35,26 @@ struct problem {
   index_t state_stride_partition() const { return HV * K * V; }
   index_t state_numel() const { return S * P * HV * K * V; }
   shape_t state_shape() const { return {S, P, HV, K, V}; }
+  //! gate entries per (token, value head): 0, 1, K or V
+  index_t gate_width() const { return linstate::gate_width(gate, K, V); }
   //! partition index of routed partition n in the state
   index_t routed_slot(index_t n) const { return n + (shared ? 1 : 0); }
+};
+
+//! The resolved configuration of router R (empty for a router that does not route).
+template <class R>
+struct router_config {};
+template <class R>
+  requires(R::routes)
+struct router_config<R> {
+  typename R::config value{};
+};
+
+//! A problem together with its router's configuration: what make_problem returns.
+template <class R>
+struct problem_for : problem {
+  router_config<R> router_cfg{};
+  const auto& rcfg() const { return router_cfg.value; }
 };
 
 [[noreturn]] inline void fail(const std::string& api, const std::string& what) { throw error(api + ": " + what); }
@@ -67,15 +82,14 @@ void require_absent(const std::string& api, const char* name, const tensor_view<
 //! Only shapes are read from the views, except the router-logit finiteness check, which reads the
 //! logits when `host_data` is true; `cu_seqlens` is always a host array.
 template <class Spec, class Scalar>
-problem make_problem(const std::string& api, const inputs<Scalar>& in, const tensor_view<Scalar>& o,
+problem_for<typename Spec::router> make_problem(const std::string& api, const inputs<Scalar>& in, const tensor_view<Scalar>& o,
                      const tensor_view<float>& state, const char* state_name, const options& opt,
                      bool o_given = true, bool host_data = true) {
   using D = typename Spec::decay;
   using R = typename Spec::router;
   using Pt = typename Spec::partition;
-  problem pb;
-  pb.decay = D::kind;
-  pb.gate_rank = D::gate_rank;
+  problem_for<R> pb;
+  pb.gate = D::gate;
   pb.uses_beta = D::uses_beta;
   pb.l2norm = D::l2norm_qk;
 
@@ -87,7 +101,8 @@ problem make_problem(const std::string& api, const inputs<Scalar>& in, const ten
   non_negative("q", in.q), non_negative("k", in.k), non_negative("v", in.v), non_negative("g", in.g);
   non_negative("beta", in.beta), non_negative("shared.q", in.shared.q), non_negative("shared.k", in.shared.k);
   non_negative("shared.g", in.shared.g), non_negative("shared.beta", in.shared.beta);
-  non_negative("router_logits", in.router_logits), non_negative("initial_state", in.initial_state);
+  non_negative("router_logits", in.router_logits), non_negative("router_params", in.router_params);
+  non_negative("initial_state", in.initial_state);
   non_negative("o", o), non_negative(state_name, state);
 
   // --- q fixes B, T, H, K ---------------------------------------------------------------------
@@ -105,13 +120,19 @@ problem make_problem(const std::string& api, const inputs<Scalar>& in, const ten
                   " (q " + in.q.shape.str() + ")");
 
   // --- gates -----------------------------------------------------------------------------------
-  const shape_t g_shape = D::gate_rank == 2 ? shape_t{pb.B, pb.T, pb.HV, pb.K} : shape_t{pb.B, pb.T, pb.HV};
-  const char* g_meaning = D::gate_rank == 2 ? "([B,T,HV,K] log-decay of decay::gated_key)"
-                                            : "([B,T,HV] scalar log-decay)";
-  if constexpr (D::gate_rank == 0) require_absent(api, "g", in.g, "decay::none takes no gate");
-  else require_shape(api, "g", in.g, g_shape, g_meaning);
+  const shape_t g_shape = D::gate == gate_extent::key     ? shape_t{pb.B, pb.T, pb.HV, pb.K}
+                          : D::gate == gate_extent::value ? shape_t{pb.B, pb.T, pb.HV, pb.V}
+                                                          : shape_t{pb.B, pb.T, pb.HV};
+  const std::string g_meaning = std::string(D::gate == gate_extent::key     ? "([B,T,HV,K] per-key log-decay of "
+                                            : D::gate == gate_extent::value ? "([B,T,HV,V] per-value gate of "
+                                                                            : "([B,T,HV] scalar log-decay of ") +
+                                D::name + ")";
+  const std::string no_gate = std::string(D::name) + " takes no gate";
+  const std::string no_beta = std::string(D::name) + " takes no beta (only a policy with uses_beta, e.g. decay::gated_delta_rule)";
+  if constexpr (D::gate == gate_extent::none) require_absent(api, "g", in.g, no_gate.c_str());
+  else require_shape(api, "g", in.g, g_shape, g_meaning.c_str());
   if constexpr (D::uses_beta) require_shape(api, "beta", in.beta, {pb.B, pb.T, pb.HV}, "([B,T,HV] write strength)");
-  else require_absent(api, "beta", in.beta, "only decay::gated_delta_rule takes beta");
+  else require_absent(api, "beta", in.beta, no_beta.c_str());
 
   // --- partitions ------------------------------------------------------------------------------
   pb.shared = Pt::has_shared;
@@ -130,7 +151,7 @@ problem make_problem(const std::string& api, const inputs<Scalar>& in, const ten
                     " but the variant fixes N = " + std::to_string(Pt::num_routed) + " at compile time");
     pb.N = Pt::num_routed;
   }
-  if constexpr (Pt::is_single || R::kind == router_kind::dense) {
+  if constexpr (Pt::is_single || !R::routes) {
     if (opt.num_partitions != dynamic && Pt::is_single)
       fail(api, "options.num_partitions is set but the variant has partition::single");
   }
@@ -138,10 +159,10 @@ problem make_problem(const std::string& api, const inputs<Scalar>& in, const ten
   if constexpr (Pt::has_shared) {
     require_shape(api, "shared.q", in.shared.q, {pb.B, pb.T, pb.H, pb.K}, "(like q: [B,T,H,K])");
     require_shape(api, "shared.k", in.shared.k, {pb.B, pb.T, pb.H, pb.K}, "(like q: [B,T,H,K])");
-    if constexpr (D::gate_rank == 0) require_absent(api, "shared.g", in.shared.g, "decay::none takes no gate");
-    else require_shape(api, "shared.g", in.shared.g, g_shape, g_meaning);
+    if constexpr (D::gate == gate_extent::none) require_absent(api, "shared.g", in.shared.g, no_gate.c_str());
+    else require_shape(api, "shared.g", in.shared.g, g_shape, g_meaning.c_str());
     if constexpr (D::uses_beta) require_shape(api, "shared.beta", in.shared.beta, {pb.B, pb.T, pb.HV}, "([B,T,HV])");
-    else require_absent(api, "shared.beta", in.shared.beta, "only decay::gated_delta_rule takes beta");
+    else require_absent(api, "shared.beta", in.shared.beta, no_beta.c_str());
   } else {
     const char* why = "the variant has no shared partition (use partition::routed<N, partition::shared>)";
     require_absent(api, "shared.q", in.shared.q, why);
@@ -151,35 +172,19 @@ problem make_problem(const std::string& api, const inputs<Scalar>& in, const ten
   }
 
   // --- router ----------------------------------------------------------------------------------
-  pb.router = R::kind;
-  if constexpr (R::kind == router_kind::top_k) {
-    auto resolve = [&](int fixed, int given, const char* what) {
-      if (fixed == dynamic) {
-        if (given == dynamic) fail(api, std::string("router::top_k<dynamic> needs options.") + what + " (it is not set)");
-        if (given < 1) fail(api, std::string("router::top_k<dynamic> needs options.") + what + " >= 1, got " + std::to_string(given));
-        return given;
-      }
-      if (given != dynamic && given != fixed)
-        fail(api, std::string("options.") + what + " = " + std::to_string(given) + " but the variant fixes it to " +
-                      std::to_string(fixed) + " at compile time");
-      return fixed;
-    };
-    pb.kw = resolve(R::num_writer, opt.num_writer, "num_writer");
-    pb.kr = resolve(R::num_reader, opt.num_reader, "num_reader");
-    if (pb.kw > pb.N || pb.kr > pb.N)
-      fail(api, "router::top_k writes kw = " + std::to_string(pb.kw) + " and reads kr = " + std::to_string(pb.kr) +
-                    " partitions per token but there are only N = " + std::to_string(pb.N));
-    if constexpr (R::options.dynamic_gates) {
-      if (!opt.gates) fail(api, "router::top_k<..., {.dynamic_gates = true}> needs options.gates");
-      pb.gates = *opt.gates;
-    } else {
-      if (opt.gates && *opt.gates != R::options.gates)
-        fail(api, "options.gates is set but the variant fixes the gates at compile time");
-      pb.gates = R::options.gates;
-    }
-    pb.renormalize = R::options.renormalize;
-    pb.round_to_input = R::options.round_to_input;
+  pb.routed = R::routes;
+  if constexpr (R::routes) {
+    pb.router_cfg.value = R::configure(opt, pb.N, api);
+    pb.kw = pb.rcfg().kw;
+    pb.kr = pb.rcfg().kr;
     require_shape(api, "router_logits", in.router_logits, {pb.B, pb.T, pb.N}, "([B,T,N] router logits)");
+    if constexpr (R::params_per_partition > 0) {
+      const shape_t want = R::params_per_partition == 1 ? shape_t{pb.N} : shape_t{pb.N, R::params_per_partition};
+      const std::string what = std::string("(the router parameters of ") + R::name + ")";
+      require_shape(api, "router_params", in.router_params, want, what.c_str());
+    } else {
+      require_absent(api, "router_params", in.router_params, (std::string(R::name) + " takes no router_params").c_str());
+    }
     // The top-k sets are defined on finite probabilities (SPEC §4.4): NaN or ±inf logits are refused.
     // (Only where the data is host memory: device backends pass host_data = false and check on the device.)
     for (index_t i = 0; host_data && i < in.router_logits.numel(); ++i)
@@ -188,8 +193,9 @@ problem make_problem(const std::string& api, const inputs<Scalar>& in, const ten
                       std::to_string(i / pb.N) + ", partition " + std::to_string(i % pb.N));
   } else {
     if (opt.num_writer != dynamic || opt.num_reader != dynamic || opt.gates)
-      fail(api, "options.num_writer / num_reader / gates are set but the variant's router is router::dense");
-    require_absent(api, "router_logits", in.router_logits, "router::dense takes no logits");
+      fail(api, std::string("options.num_writer / num_reader / gates are set but the variant's router is ") + R::name);
+    require_absent(api, "router_logits", in.router_logits, (std::string(R::name) + " takes no logits").c_str());
+    require_absent(api, "router_params", in.router_params, (std::string(R::name) + " takes no router_params").c_str());
     pb.kw = pb.kr = static_cast<int>(pb.N);
   }
 
@@ -227,16 +233,18 @@ problem make_problem(const std::string& api, const inputs<Scalar>& in, const ten
   return pb;
 }
 
-//! Per-token routing decisions and gate values, [tokens, N] each (router::top_k only).
+//! Per-token routing decisions and gate values, [tokens, N] each (routing routers only).
 struct routing {
   index_t N = 0;
-  std::vector<float> prob;          // softmax (rounded when round_to_input)
+  std::vector<float> prob;          // the router's scores (top_k: softmax, rounded when round_to_input)
   std::vector<float> cw, cr;        // write / read weights actually used (0 where not selected)
   std::vector<std::uint8_t> flags;  // route_write | route_read
 };
 
-template <class Scalar>
-void compute_routing(const problem& pb, const tensor_view<const Scalar>& logits, routing& rt) {
+//! Runs router R's `route` on every token (host data).
+template <class R, class Scalar>
+void compute_routing(const problem& pb, const typename R::config& cfg, const tensor_view<const Scalar>& logits,
+                     const float* params, routing& rt) {
   const index_t n_tok = pb.tokens(), N = pb.N;
   rt.N = N;
   rt.prob.assign(static_cast<std::size_t>(n_tok * N), 0.f);
@@ -244,28 +252,25 @@ void compute_routing(const problem& pb, const tensor_view<const Scalar>& logits,
   rt.cr.assign(rt.prob.size(), 0.f);
   rt.flags.assign(rt.prob.size(), 0);
   std::vector<float> x(static_cast<std::size_t>(N));
-  const bool gw = router::has(pb.gates, router::gate::write), gr = router::has(pb.gates, router::gate::read);
+  const auto round = [](float p) { return round_to<Scalar>(p); };
   for (index_t t = 0; t < n_tok; ++t) {
-    float* p = rt.prob.data() + t * N;
     for (index_t n = 0; n < N; ++n) x[static_cast<std::size_t>(n)] = to_float(logits.data[t * N + n]);
-    softmax(x.data(), static_cast<int>(N), p);
-    if (pb.round_to_input)
-      for (index_t n = 0; n < N; ++n) p[n] = round_to<Scalar>(p[n]);
-    float sw = 0.f, sr = 0.f;
-    for (index_t n = 0; n < N; ++n) {
-      std::uint8_t f = 0;
-      if (in_top_k(p, static_cast<int>(N), pb.kw, static_cast<int>(n))) f |= route_write, sw += p[n];
-      if (in_top_k(p, static_cast<int>(N), pb.kr, static_cast<int>(n))) f |= route_read, sr += p[n];
-      rt.flags[static_cast<std::size_t>(t * N + n)] = f;
-    }
-    for (index_t n = 0; n < N; ++n) {
-      const std::size_t i = static_cast<std::size_t>(t * N + n);
-      const float pw = pb.renormalize ? p[n] / sw : p[n];
-      const float pr = pb.renormalize ? p[n] / sr : p[n];
-      rt.cw[i] = (rt.flags[i] & route_write) ? (gw ? pw : 1.f) : 0.f;
-      rt.cr[i] = (rt.flags[i] & route_read) ? (gr ? pr : 1.f) : 0.f;
-    }
+    const std::size_t o = static_cast<std::size_t>(t * N);
+    R::route(cfg, static_cast<int>(N), x.data(), params, rt.prob.data() + o, rt.cw.data() + o, rt.cr.data() + o,
+             rt.flags.data() + o, round);
   }
+}
+
+//! The routing of a resolved problem for given logits (a router without router_params).
+template <class R, class Scalar>
+void compute_routing(const problem_for<R>& pb, const tensor_view<const Scalar>& logits, routing& rt) {
+  compute_routing<R>(pb, pb.rcfg(), logits, nullptr, rt);
+}
+
+//! The routing of a resolved problem (its inputs' logits and router parameters).
+template <class R, class Scalar>
+void compute_routing(const problem_for<R>& pb, const inputs<Scalar>& in, routing& rt) {
+  compute_routing<R>(pb, pb.rcfg(), in.router_logits, in.router_params.data, rt);
 }
 
 }  // namespace linstate::detail

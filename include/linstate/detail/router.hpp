@@ -1,4 +1,5 @@
-// linstate/detail/router.hpp — softmax, top-k with the lowest-index tie rule (shared by all backends).
+// linstate/detail/router.hpp — the building blocks routers are written with: softmax, top-k with the
+// lowest-index tie rule, the routing flags. Host and device, any number type.
 #pragma once
 
 #include <cmath>
@@ -11,13 +12,15 @@ namespace linstate::detail {
 //! Per-token routing flags.
 enum : std::uint8_t { route_write = 1, route_read = 2 };
 
-//! p = softmax(x) in fp32 (max-subtracted), SPEC §4.4.
-LINSTATE_HOST_DEVICE inline void softmax(const float* x, int n, float* p) {
-  float m = x[0];
+//! p = softmax(x) in T (max-subtracted), SPEC §4.4.
+template <class T>
+LINSTATE_HOST_DEVICE inline void softmax(const T* x, int n, T* p) {
+  using std::exp;
+  T m = x[0];
   for (int i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
-  float s = 0.f;
+  T s = T(0);
   for (int i = 0; i < n; ++i) {
-    p[i] = std::exp(x[i] - m);
+    p[i] = exp(x[i] - m);
     s += p[i];
   }
   for (int i = 0; i < n; ++i) p[i] = p[i] / s;
@@ -27,11 +30,20 @@ LINSTATE_HOST_DEVICE inline void softmax(const float* x, int n, float* p) {
 //! every value strictly above the k-th largest is taken, and among equal values the lowest indices
 //! first. Equivalently: i is selected iff fewer than k partitions rank before it, where j ranks
 //! before i when p[j] > p[i], or p[j] == p[i] and j < i.
-LINSTATE_HOST_DEVICE inline bool in_top_k(const float* p, int n, int k, int i) {
+template <class T>
+LINSTATE_HOST_DEVICE inline bool in_top_k(const T* p, int n, int k, int i) {
   if (k >= n) return true;
   int before = 0;
   for (int j = 0; j < n; ++j) before += (p[j] > p[i]) || (p[j] == p[i] && j < i);
   return before < k;
+}
+
+//! dx = p ⊙ (dp − ⟨p, dp⟩): the backward of p = softmax(x), in T.
+template <class T, class P>
+LINSTATE_HOST_DEVICE inline void softmax_backward(const P* p, const T* dp, int n, T* dx) {
+  T pdp = T(0);
+  for (int i = 0; i < n; ++i) pdp += static_cast<T>(p[i]) * dp[i];
+  for (int i = 0; i < n; ++i) dx[i] = static_cast<T>(p[i]) * (dp[i] - pdp);
 }
 
 }  // namespace linstate::detail

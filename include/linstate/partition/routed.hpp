@@ -1,7 +1,7 @@
 // linstate/partition/routed.hpp — N routed state partitions, optionally plus a shared one (SSE).
 #pragma once
 #include <type_traits>
-#include "../detail/kinds.hpp"
+#include "../dynamic.hpp"
 
 namespace linstate::partition {
 

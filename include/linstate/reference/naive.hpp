@@ -1,8 +1,9 @@
 // linstate/reference/naive.hpp — the slow, obviously-correct fp64 reference of every variant.
 //
-// A per-token loop that transcribes SPEC §2.1 (GLA and the scalar/none decays), §3.1 (gated delta
-// rule) and §7 (SSE: shared partition + routed partitions) in double precision, generalised by the
-// same policies as the fast paths. Routing decisions (which partitions are written/read) are taken
+// A per-token loop over every (sequence, value head, partition) stream in double precision that
+// evaluates the decay policy's own `step` (linstate/transition.hpp: SPEC §2.1 for the diagonal family,
+// §3.1 for the delta rule, the user's math for any other) column by column, and SSE's structure (§7:
+// shared partition + routed partitions) from the partition and router policies. Routing decisions (which partitions are written/read) are taken
 // from the fp32 router of SPEC §11 C1 — the contract defines them on fp32 probabilities — and the
 // gate values are then used in double. Ships with the library so users can test their own code:
 // \code
@@ -13,6 +14,8 @@
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include <algorithm>
 
 #include "../concepts.hpp"
 #include "../detail/numeric.hpp"
@@ -28,19 +31,38 @@ struct result {
 
 namespace naive {
 
-//! The loop itself, for a resolved problem (templated on the element type only, so every variant
-//! shares one instantiation).
-template <class Scalar>
-result forward(const detail::problem& pb, const inputs<Scalar>& in) {
-  using detail::decay_kind;
-  const index_t H = pb.H, HV = pb.HV, K = pb.K, V = pb.V, N = pb.N, P = pb.P;
+//! The rows token t gives the transition, in double: k̂ (or k), the gate row, β, the write weight.
+template <class D, class Scalar>
+struct token64 {
+  std::vector<double> k, g;
+  token<double> x;
+  token64(index_t K, index_t GW) : k(static_cast<std::size_t>(K)), g(static_cast<std::size_t>(std::max<index_t>(GW, 1))) {}
+};
+
+inline double at64(const auto& t, index_t i) { return static_cast<double>(detail::to_float(t.data[i])); }
+
+//! x̂ = x / sqrt(Σx² + 1e-6) in double when the policy declares l2norm_qk (a copy otherwise).
+template <class D>
+void normalize64(std::vector<double>& x) {
+  if constexpr (D::l2norm_qk) {
+    double ss = 0;
+    for (double e : x) ss += e * e;
+    const double r = math::l2_inverse_norm(ss);
+    for (double& e : x) e *= r;
+  }
+}
+
+//! The loop itself, for a resolved problem: the policy's own `step` in double (templated on the decay
+//! policy and the element type only, so every variant over the same transition shares it).
+template <class D, class R, class Scalar>
+result forward(const detail::problem_for<R>& pb, const inputs<Scalar>& in) {
+  const index_t H = pb.H, HV = pb.HV, K = pb.K, V = pb.V, N = pb.N, P = pb.P, GW = pb.gate_width();
   detail::routing rt;
-  const bool routed = pb.router == detail::router_kind::top_k;
-  if (routed) detail::compute_routing(pb, in.router_logits, rt);
+  if constexpr (R::routes) detail::compute_routing(pb, in, rt);
 
   result r{tensor<double>({pb.B, pb.T, HV, V}), tensor<double>(pb.state_shape())};
-  auto at = [](const tensor_view<const Scalar>& t, index_t i) { return static_cast<double>(detail::to_float(t.data[i])); };
-  std::vector<double> q(static_cast<std::size_t>(K)), k(static_cast<std::size_t>(K)), hk(static_cast<std::size_t>(V));
+  std::vector<double> q(static_cast<std::size_t>(K));
+  token64<D, Scalar> tk(K, GW);
 
   for (index_t s = 0; s < pb.S; ++s)
     for (index_t hv = 0; hv < HV; ++hv) {
@@ -58,46 +80,27 @@ result forward(const detail::problem& pb, const inputs<Scalar>& in) {
         for (index_t t = pb.seq[static_cast<std::size_t>(s)]; t < pb.seq[static_cast<std::size_t>(s + 1)]; ++t) {
           bool w = true, rd = true;
           double cw = 1.0, cr = 1.0;
-          if (routed && !is_shared) {
+          if (pb.routed && !is_shared) {
             const std::size_t i = static_cast<std::size_t>(t * N + n);
             w = rt.flags[i] & detail::route_write, rd = rt.flags[i] & detail::route_read;
             cw = rt.cw[i], cr = rt.cr[i];
           }
-          for (index_t a = 0; a < K; ++a) q[a] = at(Q, (t * H + h) * K + a), k[a] = at(Kt, (t * H + h) * K + a);
-          if (pb.l2norm) {
-            double sq = 0, sk = 0;
-            for (index_t a = 0; a < K; ++a) sq += q[a] * q[a], sk += k[a] * k[a];
-            for (index_t a = 0; a < K; ++a) q[a] /= std::sqrt(sq + 1e-6), k[a] /= std::sqrt(sk + 1e-6);
+          if (w) {  // every column j: s_j ← T_t(s_j) + k_t w_{t,j}, the policy's step in double
+            for (index_t a = 0; a < K; ++a) tk.k[static_cast<std::size_t>(a)] = at64(Kt, (t * H + h) * K + a);
+            normalize64<D>(tk.k);
+            for (index_t a = 0; a < GW; ++a) tk.g[static_cast<std::size_t>(a)] = at64(G, (t * HV + hv) * GW + a);
+            token<double> x;
+            x.K = K, x.k = tk.k.data(), x.g = GW ? tk.g.data() : nullptr, x.w = cw;
+            if constexpr (D::uses_beta) x.beta = at64(Beta, t * HV + hv);
+            for (index_t j = 0; j < V; ++j) D::step(x, j, at64(in.v, (t * HV + hv) * V + j), column<double>{hs + j, V});
           }
-          if (w) {
-            const double* vt = nullptr;
-            (void)vt;
-            if (pb.decay == decay_kind::delta) {
-              // h' = e^g h ; u = β cw (v − h'ᵀk) ; h = h' + k uᵀ      (SPEC §3.1, §11 C9)
-              const double e = std::exp(at(G, t * HV + hv)), b = at(Beta, t * HV + hv) * cw;
-              for (index_t j = 0; j < V; ++j) hk[j] = 0;
-              for (index_t a = 0; a < K; ++a)
-                for (index_t j = 0; j < V; ++j) hs[a * V + j] *= e, hk[j] += k[a] * hs[a * V + j];
-              for (index_t a = 0; a < K; ++a)
-                for (index_t j = 0; j < V; ++j)
-                  hs[a * V + j] += k[a] * b * (at(in.v, (t * HV + hv) * V + j) - hk[j]);
-            } else {
-              // h = diag(e^g) h + cw k vᵀ      (SPEC §2.1, §7)
-              for (index_t a = 0; a < K; ++a) {
-                double e = 1.0;
-                if (pb.decay == decay_kind::diagonal) e = std::exp(at(G, (t * HV + hv) * K + a));
-                if (pb.decay == decay_kind::scalar) e = std::exp(at(G, t * HV + hv));
-                for (index_t j = 0; j < V; ++j)
-                  hs[a * V + j] = e * hs[a * V + j] + cw * k[a] * at(in.v, (t * HV + hv) * V + j);
-              }
-            }
-          }
-          if (rd) {
-            // o += s cr hᵀ q
+          if (rd) {  // o += s cr hᵀ q̂
+            for (index_t a = 0; a < K; ++a) q[static_cast<std::size_t>(a)] = at64(Q, (t * H + h) * K + a);
+            normalize64<D>(q);
             double* o = r.o.data() + (t * HV + hv) * V;
             for (index_t j = 0; j < V; ++j) {
               double acc = 0;
-              for (index_t a = 0; a < K; ++a) acc += q[a] * hs[a * V + j];
+              for (index_t a = 0; a < K; ++a) acc += q[static_cast<std::size_t>(a)] * hs[a * V + j];
               o[j] += static_cast<double>(pb.scale) * cr * acc;
             }
           }
@@ -112,9 +115,10 @@ result forward(const detail::problem& pb, const inputs<Scalar>& in) {
 template <class Spec, InputScalar Scalar>
 result forward(const inputs<Scalar>& in, const options& opt = {}) {
   static_assert(detail::validate<Spec>());
-  return naive::forward(detail::make_problem<Spec>("linstate::reference::forward", in, tensor_view<Scalar>{},
-                                                   tensor_view<float>{}, "final_state", opt, false),
-                        in);
+  return naive::forward<typename Spec::decay>(
+      detail::make_problem<Spec>("linstate::reference::forward", in, tensor_view<Scalar>{}, tensor_view<float>{},
+                                 "final_state", opt, false),
+      in);
 }
 
 }  // namespace linstate::reference

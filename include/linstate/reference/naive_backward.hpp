@@ -86,56 +86,39 @@ struct gradient {
 
 namespace naive_bwd {
 
-using linstate::detail::decay_kind;
 using linstate::detail::problem;
 
-//! Routing in fp64: the write/read sets of the fp32 router (SPEC §11 C1), and the gate values and
-//! probabilities recomputed in double from the same logits.
+//! Routing in fp64: the write/read sets of the fp32 router (SPEC §11 C1), and the scores and gate
+//! values recomputed in double from the same logits by the router policy (R::weights<double>).
 struct routing64 {
   bool on = false;
   std::vector<std::uint8_t> flags;  // [tokens, N]
-  std::vector<double> p, cw, cr;    // [tokens, N]
-  std::vector<double> sw, sr;       // [tokens] selected mass of the write / read set
+  std::vector<double> x, p, cw, cr;  // [tokens, N]: logits, scores, write / read weights
 };
 
-template <class Scalar>
-routing64 route(const problem& pb, const tensor_view<const Scalar>& logits) {
+template <class R, class Scalar>
+routing64 route(const linstate::detail::problem_for<R>& pb, const inputs<Scalar>& in) {
   routing64 r;
-  if (pb.router != linstate::detail::router_kind::top_k) return r;
-  r.on = true;
-  linstate::detail::routing rt32;
-  linstate::detail::compute_routing(pb, logits, rt32);
-  const index_t n_tok = pb.tokens(), N = pb.N;
-  r.flags = rt32.flags;
-  r.p.assign(static_cast<std::size_t>(n_tok * N), 0.0);
-  r.cw = r.p, r.cr = r.p;
-  r.sw.assign(static_cast<std::size_t>(n_tok), 0.0), r.sr = r.sw;
-  const bool gw = router::has(pb.gates, router::gate::write), gr = router::has(pb.gates, router::gate::read);
-  for (index_t t = 0; t < n_tok; ++t) {
-    double* p = r.p.data() + t * N;
-    double m = -std::numeric_limits<double>::infinity(), z = 0.0;
-    for (index_t n = 0; n < N; ++n) m = std::max(m, static_cast<double>(linstate::detail::to_float(logits.data[t * N + n])));
-    for (index_t n = 0; n < N; ++n) z += p[n] = std::exp(static_cast<double>(linstate::detail::to_float(logits.data[t * N + n])) - m);
-    for (index_t n = 0; n < N; ++n) p[n] /= z;
-    double sw = 0, sr = 0;
-    for (index_t n = 0; n < N; ++n) {
-      const std::uint8_t f = r.flags[static_cast<std::size_t>(t * N + n)];
-      if (f & linstate::detail::route_write) sw += p[n];
-      if (f & linstate::detail::route_read) sr += p[n];
-    }
-    r.sw[static_cast<std::size_t>(t)] = sw, r.sr[static_cast<std::size_t>(t)] = sr;
-    for (index_t n = 0; n < N; ++n) {
-      const std::size_t i = static_cast<std::size_t>(t * N + n);
-      const double pw = pb.renormalize ? p[n] / sw : p[n], pr = pb.renormalize ? p[n] / sr : p[n];
-      r.cw[i] = (r.flags[i] & linstate::detail::route_write) ? (gw ? pw : 1.0) : 0.0;
-      r.cr[i] = (r.flags[i] & linstate::detail::route_read) ? (gr ? pr : 1.0) : 0.0;
+  if constexpr (R::routes) {
+    r.on = true;
+    linstate::detail::routing rt32;
+    linstate::detail::compute_routing(pb, in, rt32);
+    const index_t n_tok = pb.tokens(), N = pb.N;
+    r.flags = rt32.flags;
+    r.x.assign(static_cast<std::size_t>(n_tok * N), 0.0);
+    r.p = r.x, r.cw = r.x, r.cr = r.x;
+    for (index_t i = 0; i < n_tok * N; ++i) r.x[static_cast<std::size_t>(i)] = linstate::detail::to_float(in.router_logits.data[i]);
+    for (index_t t = 0; t < n_tok; ++t) {
+      const std::size_t o = static_cast<std::size_t>(t * N);
+      R::weights(pb.rcfg(), static_cast<int>(N), r.x.data() + o, in.router_params.data, r.flags.data() + o, r.p.data() + o,
+                 r.cw.data() + o, r.cr.data() + o);
     }
   }
   return r;
 }
 
 //! One (sequence, value head, partition) stream: its inputs, its per-step weights and its tape.
-template <class Scalar>
+template <class D, class Scalar>
 struct stream64 {
   const problem* pb = nullptr;
   const inputs<Scalar>* in = nullptr;
@@ -160,31 +143,28 @@ struct stream64 {
   }
   double cw(index_t t) const { return is_shared || !rt->on ? 1.0 : rt->cw[static_cast<std::size_t>(t * pb->N + n)]; }
   double cr(index_t t) const { return is_shared || !rt->on ? 1.0 : rt->cr[static_cast<std::size_t>(t * pb->N + n)]; }
-  //! raw key / query row of token t, and its l2-normalised version (a copy when no l2norm)
+  //! raw key / query row of token t, and its l2-normalised version (a copy without l2norm_qk)
   void load_qk(const tensor_view<const Scalar>& x, index_t t, std::vector<double>& raw, std::vector<double>& hat) const {
     const index_t K = pb->K;
     double ss = 0;
     for (index_t a = 0; a < K; ++a) raw[a] = at(x, (t * pb->H + h) * K + a), ss += raw[a] * raw[a];
-    const double inv = pb->l2norm ? 1.0 / std::sqrt(ss + 1e-6) : 1.0;
+    const double inv = D::l2norm_qk ? math::l2_inverse_norm(ss) : 1.0;
     for (index_t a = 0; a < K; ++a) hat[a] = raw[a] * inv;
   }
-  //! decay factors a_i of token t (K of them; all equal for scalar / delta; 1 for none)
-  void decay(index_t t, std::vector<double>& a) const {
-    const index_t K = pb->K, HV = pb->HV;
-    for (index_t i = 0; i < K; ++i) {
-      switch (pb->decay) {
-        case decay_kind::none: a[i] = 1.0; break;
-        case decay_kind::diagonal: a[i] = std::exp(at(G(), (t * HV + hv) * K + i)); break;
-        case decay_kind::scalar:
-        case decay_kind::delta: a[i] = std::exp(at(G(), t * HV + hv)); break;
-      }
-    }
+  //! what token t gives the transition (k̂ must already be in `k`; `g` receives the gate row)
+  token<double> token_at(index_t t, const std::vector<double>& k, std::vector<double>& g) const {
+    const index_t GW = pb->gate_width();
+    for (index_t a = 0; a < GW; ++a) g[static_cast<std::size_t>(a)] = at(G(), (t * pb->HV + hv) * GW + a);
+    token<double> x;
+    x.K = pb->K, x.k = k.data(), x.g = GW ? g.data() : nullptr, x.w = cw(t);
+    if constexpr (D::uses_beta) x.beta = at(Beta(), t * pb->HV + hv);
+    return x;
   }
 };
 
 //! Forward of one stream: fills the tape and adds the stream's reads into o (double, [B,T,HV,V]).
-template <class Scalar>
-void forward_stream(stream64<Scalar>& st, double* o) {
+template <class D, class Scalar>
+void forward_stream(stream64<D, Scalar>& st, double* o) {
   const problem& pb = *st.pb;
   const index_t K = pb.K, V = pb.V, HV = pb.HV, KV = K * V, len = st.t1 - st.t0;
   const auto& in = *st.in;
@@ -192,7 +172,7 @@ void forward_stream(stream64<Scalar>& st, double* o) {
   if (!in.initial_state.empty())
     for (index_t i = 0; i < KV; ++i)
       st.hist[static_cast<std::size_t>(i)] = in.initial_state.data[((st.s * pb.P + st.p) * HV + st.hv) * KV + i];
-  std::vector<double> qr(K), q(K), kr(K), k(K), a(K), pk(V), v(V);
+  std::vector<double> qr(K), q(K), kr(K), k(K), g(static_cast<std::size_t>(std::max<index_t>(pb.gate_width(), 1)));
   const double sc = static_cast<double>(pb.scale);
   for (index_t t = st.t0; t < st.t1; ++t) {
     const double* P = st.hist.data() + (t - st.t0) * KV;
@@ -200,22 +180,8 @@ void forward_stream(stream64<Scalar>& st, double* o) {
     std::copy(P, P + KV, h);
     if (st.writes(t)) {
       st.load_qk(st.Kt(), t, kr, k);
-      st.decay(t, a);
-      for (index_t j = 0; j < V; ++j) v[j] = st.at(in.v, (t * HV + st.hv) * V + j);
-      const double cw = st.cw(t);
-      if (pb.decay == decay_kind::delta) {
-        // pk = Pᵀk̂ ; u = β·cw (v − a pk) ; h = a P + k̂ uᵀ
-        const double b = st.at(st.Beta(), t * HV + st.hv) * cw;
-        std::fill(pk.begin(), pk.end(), 0.0);
-        for (index_t i = 0; i < K; ++i)
-          for (index_t j = 0; j < V; ++j) pk[j] += P[i * V + j] * k[i];
-        for (index_t i = 0; i < K; ++i)
-          for (index_t j = 0; j < V; ++j) h[i * V + j] = a[0] * P[i * V + j] + k[i] * b * (v[j] - a[0] * pk[j]);
-      } else {
-        // h = diag(a) P + cw k vᵀ
-        for (index_t i = 0; i < K; ++i)
-          for (index_t j = 0; j < V; ++j) h[i * V + j] = a[i] * P[i * V + j] + cw * k[i] * v[j];
-      }
+      const token<double> x = st.token_at(t, k, g);
+      for (index_t j = 0; j < V; ++j) D::step(x, j, st.at(in.v, (t * HV + st.hv) * V + j), column<double>{h + j, V});
     }
     if (st.reads(t)) {
       st.load_qk(st.Q(), t, qr, q);
@@ -250,22 +216,23 @@ struct sinks {
   double *dcw = nullptr, *dcr = nullptr;  // [tokens, N] (routed partitions only)
 };
 
-//! Reverse sweep of one stream (formulas in the file comment).
-template <class Scalar>
-void backward_stream(const stream64<Scalar>& st, const cotangents<Scalar>& d, const sinks& out) {
+//! Reverse sweep of one stream: the read's adjoint here, the write's from the policy's step_adjoint.
+template <class D, class Scalar>
+void backward_stream(const stream64<D, Scalar>& st, const cotangents<Scalar>& d, const sinks& out) {
   const problem& pb = *st.pb;
   const auto& in = *st.in;
-  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, KV = K * V, N = pb.N;
+  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, KV = K * V, N = pb.N, GW = pb.gate_width();
   const double sc = static_cast<double>(pb.scale);
   std::vector<double> Dh(static_cast<std::size_t>(KV), 0.0);
   if (!d.final_state.empty())
     for (index_t i = 0; i < KV; ++i) Dh[i] = d.final_state.data[((st.s * pb.P + st.p) * HV + st.hv) * KV + i];
-  std::vector<double> qr(K), q(K), kr(K), k(K), a(K), v(V), dO(V), hd(K), dqh(K), dkh(K), du(V), pk(V), u(V);
+  std::vector<double> qr(K), q(K), kr(K), k(K), dO(V), dqh(K), dkh(K);
+  std::vector<double> g(static_cast<std::size_t>(std::max<index_t>(GW, 1))), dg(g.size());
   const bool routed_stream = st.rt->on && !st.is_shared;
   for (index_t t = st.t1 - 1; t >= st.t0; --t) {
     const double* P = st.hist.data() + (t - st.t0) * KV;
     const double* ht = st.hist.data() + (t - st.t0 + 1) * KV;
-    if (st.reads(t)) {
+    if (st.reads(t)) {  // o_t += s·cr·h_tᵀq̂: dq̂ = s·cr·h_t dO, dcr = s·⟨q̂, h_t dO⟩, Dh += s·cr·q̂ dOᵀ
       st.load_qk(st.Q(), t, qr, q);
       for (index_t j = 0; j < V; ++j) dO[j] = static_cast<double>(linstate::detail::to_float(d.o.data[(t * HV + st.hv) * V + j]));
       const double cr = st.cr(t), m = sc * cr;
@@ -273,72 +240,37 @@ void backward_stream(const stream64<Scalar>& st, const cotangents<Scalar>& d, co
       for (index_t i = 0; i < K; ++i) {
         double acc = 0;
         for (index_t j = 0; j < V; ++j) acc += ht[i * V + j] * dO[j];
-        hd[i] = acc, dot += q[i] * acc, dqh[i] = m * acc;
+        dot += q[i] * acc, dqh[i] = m * acc;
       }
       if (routed_stream) out.dcr[t * N + st.n] += sc * dot;
-      normalize_backward(pb.l2norm, qr, dqh, out.dq + (t * H + st.h) * K);
+      normalize_backward(D::l2norm_qk, qr, dqh, out.dq + (t * H + st.h) * K);
       for (index_t i = 0; i < K; ++i)
         for (index_t j = 0; j < V; ++j) Dh[i * V + j] += m * q[i] * dO[j];
     }
     if (!st.writes(t)) continue;  // frozen step: h_t = h_{t−1}, Dh passes through unchanged
     st.load_qk(st.Kt(), t, kr, k);
-    st.decay(t, a);
-    for (index_t j = 0; j < V; ++j) v[j] = st.at(in.v, (t * HV + st.hv) * V + j);
-    const double cw = st.cw(t);
+    const token<double> x = st.token_at(t, k, g);
+    std::fill(dkh.begin(), dkh.end(), 0.0), std::fill(dg.begin(), dg.end(), 0.0);
+    token_grad<double> tgd;
+    tgd.dk = column<double>{dkh.data(), 1};
+    tgd.dg = column<double>{dg.data(), 1};
     double* dv = out.dv + (t * HV + st.hv) * V;
-    if (pb.decay == decay_kind::delta) {
-      const double beta = st.at(st.Beta(), t * HV + st.hv), b = beta * cw, e = a[0];
-      std::fill(pk.begin(), pk.end(), 0.0), std::fill(du.begin(), du.end(), 0.0);
-      double dP = 0;  // ⟨Dh, P⟩
-      for (index_t i = 0; i < K; ++i)
-        for (index_t j = 0; j < V; ++j)
-          pk[j] += P[i * V + j] * k[i], du[j] += Dh[i * V + j] * k[i], dP += Dh[i * V + j] * P[i * V + j];
-      double db = 0, dupk = 0;
-      for (index_t j = 0; j < V; ++j) {
-        u[j] = b * (v[j] - e * pk[j]);
-        db += du[j] * (v[j] - e * pk[j]);
-        dupk += du[j] * pk[j];
-        dv[j] += b * du[j];
-      }
-      for (index_t i = 0; i < K; ++i) {
-        double s1 = 0, s2 = 0;
-        for (index_t j = 0; j < V; ++j) s1 += Dh[i * V + j] * u[j], s2 += P[i * V + j] * du[j];
-        dkh[i] = s1 - e * b * s2;
-      }
-      normalize_backward(pb.l2norm, kr, dkh, out.dk + (t * H + st.h) * K);
-      out.dbeta[t * HV + st.hv] += cw * db;
-      if (routed_stream) out.dcw[t * N + st.n] += beta * db;
-      out.dg[t * HV + st.hv] += e * (dP - b * dupk);
-      for (index_t i = 0; i < K; ++i)
-        for (index_t j = 0; j < V; ++j) Dh[i * V + j] = e * Dh[i * V + j] - e * b * k[i] * du[j];
-    } else {
-      double dcw = 0, dgs = 0;
-      for (index_t i = 0; i < K; ++i) {
-        double dkv = 0, dgi = 0;
-        for (index_t j = 0; j < V; ++j) {
-          dkv += Dh[i * V + j] * v[j];
-          dv[j] += cw * Dh[i * V + j] * k[i];
-          dgi += Dh[i * V + j] * P[i * V + j];
-        }
-        dkh[i] = cw * dkv;
-        dcw += k[i] * dkv;
-        if (pb.decay == decay_kind::diagonal) out.dg[(t * HV + st.hv) * K + i] += a[i] * dgi;
-        if (pb.decay == decay_kind::scalar) dgs += a[i] * dgi;
-        for (index_t j = 0; j < V; ++j) Dh[i * V + j] *= a[i];
-      }
-      if (pb.decay == decay_kind::scalar) out.dg[t * HV + st.hv] += dgs;
-      normalize_backward(false, kr, dkh, out.dk + (t * H + st.h) * K);
-      if (routed_stream) out.dcw[t * N + st.n] += dcw;
-    }
+    for (index_t j = 0; j < V; ++j)
+      dv[j] += D::step_adjoint(x, j, st.at(in.v, (t * HV + st.hv) * V + j), column<const double>{P + j, V},
+                               column<double>{Dh.data() + j, V}, tgd);
+    normalize_backward(D::l2norm_qk, kr, dkh, out.dk + (t * H + st.h) * K);
+    for (index_t a = 0; a < GW; ++a) out.dg[(t * HV + st.hv) * GW + a] += dg[static_cast<std::size_t>(a)];
+    if constexpr (D::uses_beta) out.dbeta[t * HV + st.hv] += tgd.dbeta;
+    if (routed_stream) out.dcw[t * N + st.n] += tgd.dw;
   }
   std::copy(Dh.begin(), Dh.end(), out.dh0);
 }
 
 //! Builds the stream of (s, hv, p).
-template <class Scalar>
-stream64<Scalar> make_stream(const problem& pb, const inputs<Scalar>& in, const routing64& rt, index_t s, index_t hv,
-                             index_t p) {
-  stream64<Scalar> st;
+template <class D, class Scalar>
+stream64<D, Scalar> make_stream(const problem& pb, const inputs<Scalar>& in, const routing64& rt, index_t s, index_t hv,
+                                index_t p) {
+  stream64<D, Scalar> st;
   st.pb = &pb, st.in = &in, st.rt = &rt;
   st.s = s, st.hv = hv, st.h = pb.key_head(hv), st.p = p;
   st.is_shared = pb.shared && p == 0;
@@ -348,7 +280,7 @@ stream64<Scalar> make_stream(const problem& pb, const inputs<Scalar>& in, const 
 }
 
 template <class Spec, class Scalar>
-problem resolve(const char* api, const inputs<Scalar>& in, const options& opt) {
+auto resolve(const char* api, const inputs<Scalar>& in, const options& opt) {
   static_assert(linstate::detail::validate<Spec>());
   return linstate::detail::make_problem<Spec>(api, in, tensor_view<Scalar>{}, tensor_view<float>{}, "final_state", opt,
                                               false);
@@ -361,14 +293,15 @@ problem resolve(const char* api, const inputs<Scalar>& in, const options& opt) {
 //! differentiates; it differs from reference::forward by the fp32 rounding of the gate values only.
 template <class Spec, InputScalar Scalar>
 result forward_fp64_router(const inputs<Scalar>& in, const options& opt = {}) {
-  const detail::problem pb = naive_bwd::resolve<Spec>("linstate::reference::forward_fp64_router", in, opt);
-  const naive_bwd::routing64 rt = naive_bwd::route(pb, in.router_logits);
+  using D = typename Spec::decay;
+  const auto pb = naive_bwd::resolve<Spec>("linstate::reference::forward_fp64_router", in, opt);
+  const naive_bwd::routing64 rt = naive_bwd::route(pb, in);
   result r{tensor<double>({pb.B, pb.T, pb.HV, pb.V}), tensor<double>(pb.state_shape())};
   const index_t KV = pb.K * pb.V;
   for (index_t s = 0; s < pb.S; ++s)
     for (index_t hv = 0; hv < pb.HV; ++hv)
       for (index_t p = 0; p < pb.P; ++p) {
-        auto st = naive_bwd::make_stream(pb, in, rt, s, hv, p);
+        auto st = naive_bwd::make_stream<D>(pb, in, rt, s, hv, p);
         naive_bwd::forward_stream(st, r.o.data());
         std::copy_n(st.hist.data() + (st.t1 - st.t0) * KV, KV, r.final_state.data() + ((s * pb.P + p) * pb.HV + hv) * KV);
       }
@@ -381,12 +314,14 @@ result forward_fp64_router(const inputs<Scalar>& in, const options& opt = {}) {
 template <class Spec, InputScalar Scalar>
 gradient backward(const inputs<Scalar>& in, const cotangents<Scalar>& d, const options& opt = {}) {
   const char* api = "linstate::reference::backward";
-  const detail::problem pb = naive_bwd::resolve<Spec>(api, in, opt);
+  using D = typename Spec::decay;
+  using R = typename Spec::router;
+  const auto pb = naive_bwd::resolve<Spec>(api, in, opt);
   detail::require_shape(api, "cotangents.o", d.o, {pb.B, pb.T, pb.HV, pb.V}, "(dO, like o: [B,T,HV,V])");
   if (!d.final_state.empty() && !(d.final_state.shape == pb.state_shape()))
     detail::fail(api, "cotangents.final_state has shape " + d.final_state.shape.str() + " but must be [S,P,HV,K,V] = " +
                           pb.state_shape().str());
-  const naive_bwd::routing64 rt = naive_bwd::route(pb, in.router_logits);
+  const naive_bwd::routing64 rt = naive_bwd::route(pb, in);
 
   auto like = [](const auto& x) { return x.empty() ? tensor<double>() : tensor<double>(x.shape); };
   gradient gr;
@@ -402,7 +337,7 @@ gradient backward(const inputs<Scalar>& in, const cotangents<Scalar>& d, const o
   for (index_t s = 0; s < pb.S; ++s)
     for (index_t hv = 0; hv < pb.HV; ++hv)
       for (index_t p = 0; p < pb.P; ++p) {
-        auto st = naive_bwd::make_stream(pb, in, rt, s, hv, p);
+        auto st = naive_bwd::make_stream<D>(pb, in, rt, s, hv, p);
         naive_bwd::forward_stream(st, o_unused.data());
         naive_bwd::sinks sk;
         sk.dq = st.is_shared ? gr.shared.q.data() : gr.q.data();
@@ -415,28 +350,13 @@ gradient backward(const inputs<Scalar>& in, const cotangents<Scalar>& d, const o
         naive_bwd::backward_stream(st, d, sk);
       }
 
-  if (rt.on) {  // softmax backward (SPEC §4.6)
+  if constexpr (R::routes) {  // the router policy's backward in double (SPEC §4.6 for router::top_k)
     const index_t N = pb.N;
-    const bool gw = router::has(pb.gates, router::gate::write), gr_on = router::has(pb.gates, router::gate::read);
-    std::vector<double> dp(static_cast<std::size_t>(N));
+    std::vector<double> work(static_cast<std::size_t>(N));
     for (index_t t = 0; t < pb.tokens(); ++t) {
-      const double* p = rt.p.data() + t * N;
-      const std::uint8_t* f = rt.flags.data() + t * N;
-      std::fill(dp.begin(), dp.end(), 0.0);
-      for (int side = 0; side < 2; ++side) {
-        if (!(side == 0 ? gw : gr_on)) continue;  // gate off: the weight is the constant 1
-        const std::uint8_t bit = side == 0 ? detail::route_write : detail::route_read;
-        const double* dc = (side == 0 ? dcw : dcr).data() + t * N;
-        const double S = (side == 0 ? rt.sw : rt.sr)[static_cast<std::size_t>(t)];
-        double cross = 0;  // Σ_{m∈sel} dc_m p_m
-        for (index_t m = 0; m < N; ++m)
-          if (f[m] & bit) cross += dc[m] * p[m];
-        for (index_t m = 0; m < N; ++m)
-          if (f[m] & bit) dp[static_cast<std::size_t>(m)] += pb.renormalize ? dc[m] / S - cross / (S * S) : dc[m];
-      }
-      double pdp = 0;
-      for (index_t m = 0; m < N; ++m) pdp += p[m] * dp[static_cast<std::size_t>(m)];
-      for (index_t m = 0; m < N; ++m) gr.router_logits[t * N + m] = p[m] * (dp[static_cast<std::size_t>(m)] - pdp);
+      const std::size_t o = static_cast<std::size_t>(t * N);
+      R::weights_backward(pb.rcfg(), static_cast<int>(N), rt.x.data() + o, in.router_params.data, rt.p.data() + o,
+                          rt.flags.data() + o, dcw.data() + o, dcr.data() + o, gr.router_logits.data() + o, work.data());
     }
   }
   return gr;

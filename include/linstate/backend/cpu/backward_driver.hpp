@@ -15,37 +15,17 @@
 namespace linstate::cpu_detail {
 
 //! ∂L/∂logits from ∂L/∂(write weight) and ∂L/∂(read weight) of every (token, partition), summed
-//! over heads: weights are p (or p / Σ_sel p with renormalisation, or 1 without the gate), then
-//! dlogit = p ⊙ (dp − ⟨p, dp⟩) (softmax backward). Rounding to the input type (round_to_input) is
-//! treated as the identity (straight-through), as the authors' kernel does.
-inline void router_backward(const problem& pb, const detail::routing& rt, const float* dcw, const float* dcr,
-                            float* dlogits) {
+//! over heads, through the router policy's own backward (R::weights_backward, per token).
+template <class R, class Scalar>
+void router_backward(const detail::problem_for<R>& pb, const inputs<Scalar>& in, const detail::routing& rt,
+                     const float* dcw, const float* dcr, float* dlogits) {
   const index_t N = pb.N;
-  const bool gw = router::has(pb.gates, router::gate::write), gr = router::has(pb.gates, router::gate::read);
-  std::vector<float> dp(static_cast<std::size_t>(N));
+  std::vector<float> x(static_cast<std::size_t>(N)), work(static_cast<std::size_t>(N));
   for (index_t t = 0; t < pb.tokens(); ++t) {
-    const float* p = rt.prob.data() + t * N;
-    const std::uint8_t* f = rt.flags.data() + t * N;
-    std::fill(dp.begin(), dp.end(), 0.f);
-    for (int side = 0; side < 2; ++side) {
-      const bool gated = side == 0 ? gw : gr;
-      if (!gated) continue;
-      const std::uint8_t bit = side == 0 ? detail::route_write : detail::route_read;
-      const float* dc = (side == 0 ? dcw : dcr) + t * N;
-      if (!pb.renormalize) {
-        for (index_t n = 0; n < N; ++n)
-          if (f[n] & bit) dp[static_cast<std::size_t>(n)] += dc[n];
-      } else {  // c_n = p_n / S, S = Σ_{m∈sel} p_m:  dp_m += dc_m / S − Σ_n dc_n p_n / S²  (m ∈ sel)
-        float S = 0.f, cross = 0.f;
-        for (index_t n = 0; n < N; ++n)
-          if (f[n] & bit) S += p[n], cross += dc[n] * p[n];
-        for (index_t m = 0; m < N; ++m)
-          if (f[m] & bit) dp[static_cast<std::size_t>(m)] += dc[m] / S - cross / (S * S);
-      }
-    }
-    float pdp = 0.f;
-    for (index_t n = 0; n < N; ++n) pdp += p[n] * dp[static_cast<std::size_t>(n)];
-    for (index_t n = 0; n < N; ++n) dlogits[t * N + n] = p[n] * (dp[static_cast<std::size_t>(n)] - pdp);
+    const std::size_t o = static_cast<std::size_t>(t * N);
+    for (index_t n = 0; n < N; ++n) x[static_cast<std::size_t>(n)] = detail::to_float(in.router_logits.data[o + n]);
+    R::weights_backward(pb.rcfg(), static_cast<int>(N), x.data(), in.router_params.data, rt.prob.data() + o,
+                        rt.flags.data() + o, dcw + o, dcr + o, dlogits + o, work.data());
   }
 }
 
@@ -55,16 +35,17 @@ void store(tensor_view<Scalar> dst, index_t offset, const float* src, index_t n)
   for (index_t i = 0; i < n; ++i) dst.data[offset + i] = detail::from_float<Scalar>(src[i]);
 }
 
-template <decay_kind D, class Scalar>
-void run_backward(const cpu& be, const problem& pb, const inputs<Scalar>& in, const cotangents<Scalar>& dout,
+template <class D, class R, class Scalar>
+void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const cotangents<Scalar>& dout,
                   const gradients<Scalar>& gr, index_t chunk, bool gather) {
   const index_t S = pb.S, H = pb.H, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P, N = pb.N, G = HV / H;
-  const index_t gk = D == decay_kind::diagonal ? K : 1;  // gate width per token
-  const bool routed = pb.router == detail::router_kind::top_k;
+  constexpr bool generic = is_family_of<D, family::recurrent_only>;
+  const index_t gk = std::max<index_t>(pb.gate_width(), 1);  // gate entries per (token, value head)
+  const bool routed = pb.routed;
   detail::routing rt;
   routed_streams rs;
-  if (routed) {
-    detail::compute_routing(pb, in.router_logits, rt);
+  if constexpr (R::routes) {
+    detail::compute_routing(pb, in, rt);
     build_routed_streams(pb, rt, gather, rs);
   }
   std::vector<index_t> all_tokens(static_cast<std::size_t>(pb.tokens()));
@@ -91,8 +72,10 @@ void run_backward(const cpu& be, const problem& pb, const inputs<Scalar>& in, co
     recurrent_bwd_scratch rsc;
     chunk_bwd_scratch csc;
     delta_bwd_scratch dsc;
-    if (chunk == 0) rsc.reserve(K, V, segment);
-    else if constexpr (D == decay_kind::delta) dsc.reserve(chunk, K, V);
+    generic_scratch gsc;
+    if constexpr (generic) gsc.reserve(K, V, pb.gate_width());
+    else if (chunk == 0) rsc.reserve(K, V, segment);
+    else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
     else csc.reserve(chunk, K, V);
     std::vector<float> dq[2], dk[2], dg[2], dbeta[2], dv, dcw_step, dcr_step;
 #if LINSTATE_HAS_OPENMP
@@ -129,8 +112,9 @@ void run_backward(const cpu& be, const problem& pb, const inputs<Scalar>& in, co
           tg.dg = dg[fam].data(), tg.dbeta = dbeta[fam].data();
           tg.dcw = dcw_step.data(), tg.dcr = dcr_step.data();
           const source<Scalar>& src = is_shared ? shared_src : main_src;
-          if (chunk == 0) run_recurrent_backward<D>(pb, src, st, tg, segment, rsc);
-          else if constexpr (D == decay_kind::delta) run_chunked_delta_backward(pb, src, st, tg, chunk, dsc);
+          if constexpr (generic) run_recurrent_generic_backward<D>(pb, src, st, tg, segment, gsc);
+          else if (chunk == 0) run_recurrent_backward<D>(pb, src, st, tg, segment, rsc);
+          else if constexpr (is_delta<D>) run_chunked_delta_backward<D>(pb, src, st, tg, chunk, dsc);
           else run_chunked_backward<D>(pb, src, st, tg, chunk, csc);
           if (routed && !is_shared)
             for (index_t i = 0; i < st.n; ++i) {
@@ -163,21 +147,9 @@ void run_backward(const cpu& be, const problem& pb, const inputs<Scalar>& in, co
         dcw_all[static_cast<std::size_t>(i)] += dcw_all[static_cast<std::size_t>(hv * pb.tokens() * N + i)],
             dcr_all[static_cast<std::size_t>(i)] += dcr_all[static_cast<std::size_t>(hv * pb.tokens() * N + i)];
     std::vector<float> dl(static_cast<std::size_t>(pb.tokens() * N));
-    router_backward(pb, rt, dcw_all.data(), dcr_all.data(), dl.data());
+    if constexpr (R::routes) router_backward(pb, in, rt, dcw_all.data(), dcr_all.data(), dl.data());
     store(gr.router_logits, 0, dl.data(), pb.tokens() * N);
   }
-}
-
-template <class Scalar>
-void dispatch_backward(const cpu& be, const problem& pb, const inputs<Scalar>& in, const cotangents<Scalar>& dout,
-                       const gradients<Scalar>& gr, index_t chunk, bool gather) {
-  switch (pb.decay) {
-    case decay_kind::none: return run_backward<decay_kind::none>(be, pb, in, dout, gr, chunk, gather);
-    case decay_kind::scalar: return run_backward<decay_kind::scalar>(be, pb, in, dout, gr, chunk, gather);
-    case decay_kind::diagonal: return run_backward<decay_kind::diagonal>(be, pb, in, dout, gr, chunk, gather);
-    case decay_kind::delta: return run_backward<decay_kind::delta>(be, pb, in, dout, gr, chunk, gather);
-  }
-  throw error("linstate::backward: the CPU backend has no kernel for this decay kind");
 }
 
 }  // namespace linstate::cpu_detail

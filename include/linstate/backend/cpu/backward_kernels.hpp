@@ -61,18 +61,18 @@ struct recurrent_bwd_scratch {
 };
 
 //! One forward state update h ← Λ(h) for a written step (no output), as in run_recurrent.
-template <decay_kind D, class Scalar>
+template <class D, class Scalar>
 inline void recurrent_update(const problem& pb, const source<Scalar>& src, index_t t, index_t h, index_t hv, float cw,
                              float* __restrict hs, recurrent_bwd_scratch& sc) {
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
   float* __restrict k = sc.k.data();
   float* __restrict v = sc.v.data();
   load(src.v + (t * HV + hv) * V, v, V);
-  if constexpr (D == decay_kind::delta) {
+  if constexpr (is_delta<D>) {
     load(src.k + (t * H + h) * K, k, K);
-    if (pb.l2norm) l2normalize(k, K);
-    const float a = std::exp(detail::to_float(src.g[t * HV + hv]));
-    const float b = detail::to_float(src.beta[t * HV + hv]) * cw;
+    if (D::l2norm_qk) l2normalize(k, K);
+    const float a = std::exp(detail::to_float(D::log_decay(src.g + t * HV + hv, 0)));
+    const float b = D::write_strength(detail::to_float(src.beta[t * HV + hv]), cw);
     float* __restrict pk = sc.pk.data();
     std::fill(pk, pk + V, 0.f);
     for (index_t i = 0; i < K; ++i)
@@ -84,8 +84,8 @@ inline void recurrent_update(const problem& pb, const source<Scalar>& src, index
     load(src.k + (t * H + h) * K, k, K, cw);
     for (index_t i = 0; i < K; ++i) {
       float a = 1.f;
-      if constexpr (D == decay_kind::diagonal) a = std::exp(detail::to_float(src.g[(t * HV + hv) * K + i]));
-      if constexpr (D == decay_kind::scalar) a = std::exp(detail::to_float(src.g[t * HV + hv]));
+      if constexpr (gate_key<D>) a = std::exp(detail::to_float(D::log_decay(src.g + (t * HV + hv) * K, i)));
+      if constexpr (gate_head<D>) a = std::exp(detail::to_float(D::log_decay(src.g + t * HV + hv, 0)));
       float* __restrict row = hs + i * V;
       const float ki = k[i];
       for (index_t j = 0; j < V; ++j) row[j] = a * row[j] + ki * v[j];
@@ -102,7 +102,7 @@ inline void recurrent_update(const problem& pb, const source<Scalar>& src, index
 //! Delta rule (a = e^g, β̃ = β·cw, P = h_{t−1}, u = β̃ (v − a Pᵀk̂), h_t = a P + k̂ uᵀ):
 //!   du = Dhᵀk̂, dv += β̃ du, dβ̃ = ⟨du, v − a Pᵀk̂⟩, dk̂ = Dh u − β̃ a P du,
 //!   da = ⟨Dh, P⟩ − β̃ ⟨du, Pᵀk̂⟩, Dh ← a (Dh − β̃ k̂ duᵀ)
-template <decay_kind D, class Scalar>
+template <class D, class Scalar>
 void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const stream& st, const bwd_target<Scalar>& tg,
                             index_t segment, recurrent_bwd_scratch& sc) {
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, KV = K * V;
@@ -159,8 +159,8 @@ void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const 
         load(tg.dO + (t * HV + tg.hv) * V, dO.data(), V);
         load(src.q + (t * H + tg.h) * K, qraw, K);
         std::copy(qraw, qraw + K, q);
-        if constexpr (D == decay_kind::delta)
-          if (pb.l2norm) l2normalize(q, K);
+        if constexpr (is_delta<D>)
+          if (D::l2norm_qk) l2normalize(q, K);
         // hd = h_t dO ; dq̂ = s·cr·hd ; dcr = s·⟨q̂, hd⟩
         float dot = 0.f;
         for (index_t a = 0; a < K; ++a) {
@@ -172,7 +172,7 @@ void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const 
         if (tg.dcr) tg.dcr[i] = pb.scale * dot;
         float* dq = tg.dq + (t - tg.tok0) * K;
         const float mul = pb.scale * cr;
-        if (D == decay_kind::delta && pb.l2norm) l2normalize_backward(qraw, hd, dq, K, mul);
+        if (is_delta<D> && D::l2norm_qk) l2normalize_backward(qraw, hd, dq, K, mul);
         else
           for (index_t a = 0; a < K; ++a) dq[a] += mul * hd[a];
         for (index_t a = 0; a < K; ++a) {
@@ -183,11 +183,11 @@ void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const 
       if (!w) continue;
       load(src.v + (t * HV + tg.hv) * V, v, V);
       float* dv = tg.dv + (t - tg.tok0) * V;
-      if constexpr (D == decay_kind::delta) {
+      if constexpr (is_delta<D>) {
         load(src.k + (t * H + tg.h) * K, kraw, K);
         std::copy(kraw, kraw + K, k);
-        if (pb.l2norm) l2normalize(k, K);
-        const float a = std::exp(detail::to_float(src.g[t * HV + tg.hv]));
+        if (D::l2norm_qk) l2normalize(k, K);
+        const float a = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
         const float beta = detail::to_float(src.beta[t * HV + tg.hv]);
         const float bt = beta * cw;
         float* __restrict du = sc.du.data();
@@ -218,7 +218,7 @@ void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const 
           pdu[a2] = s2;
         }
         float* dk = tg.dk + (t - tg.tok0) * K;
-        if (pb.l2norm) l2normalize_backward(kraw, dkh, dk, K);
+        if (D::l2norm_qk) l2normalize_backward(kraw, dkh, dk, K);
         else
           for (index_t a2 = 0; a2 < K; ++a2) dk[a2] += dkh[a2];
         tg.dbeta[t - tg.tok0] += cw * dbt;
@@ -244,17 +244,17 @@ void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const 
           dk[a2] += cw * dkv;
           dcw += kraw[a2] * dkv;
           float ea = 1.f;
-          if constexpr (D == decay_kind::diagonal) {
-            ea = std::exp(detail::to_float(src.g[(t * HV + tg.hv) * K + a2]));
+          if constexpr (gate_key<D>) {
+            ea = std::exp(detail::to_float(D::log_decay(src.g + (t * HV + tg.hv) * K, a2)));
             tg.dg[(t - tg.tok0) * K + a2] += ea * dgp;
-          } else if constexpr (D == decay_kind::scalar) {
-            ea = std::exp(detail::to_float(src.g[t * HV + tg.hv]));
+          } else if constexpr (gate_head<D>) {
+            ea = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
             dgs += ea * dgp;
           }
-          if constexpr (D != decay_kind::none)
+          if constexpr (!gate_none<D>)
             for (index_t j = 0; j < V; ++j) row[j] *= ea;
         }
-        if constexpr (D == decay_kind::scalar) tg.dg[t - tg.tok0] += dgs;
+        if constexpr (gate_head<D>) tg.dg[t - tg.tok0] += dgs;
         if (tg.dcw) tg.dcw[i] = dcw;
       }
     }

@@ -151,11 +151,11 @@ inline void intra_bwd_subchunked(const Eigen::Ref<const RowMat>& Q, const Eigen:
 //! Chunk-parallel backward of one stream (see the header comment for the math). Gradient outputs
 //! follow bwd_target: dq/dk/dv/dg accumulate at (token − tok0); dcw/dcr are written for every step
 //! (0 where not written / not read); dh0 is written when non-null.
-template <decay_kind D, class Scalar>
+template <class D, class Scalar>
 void run_chunked_backward(const problem& pb, const source<Scalar>& src, const stream& st, const bwd_target<Scalar>& tg,
                           index_t C, chunk_bwd_scratch& sc) {
-  static_assert(D != decay_kind::delta, "chunked delta rule backward: see chunked_delta_backward.hpp");
-  constexpr bool decays = D != decay_kind::none;
+  static_assert(!is_delta<D>, "chunked delta rule backward: see chunked_delta_backward.hpp");
+  constexpr bool decays = !gate_none<D>;
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, KV = K * V;
   const index_t NC = (st.n + C - 1) / C;
   if (sc.states.size() < static_cast<std::size_t>((NC + 1) * KV)) sc.states.resize(static_cast<std::size_t>((NC + 1) * KV));
@@ -196,13 +196,13 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
         rows(W,
              [&](index_t i, index_t, index_t t) {
                auto Gi = sc.G.row(i);
-               if constexpr (D == decay_kind::diagonal) {
+               if constexpr (gate_key<D>) {
                  load(src.g + (t * HV + tg.hv) * K, sc.grow.data(), K);
                  const float* __restrict gr = sc.grow.data();
                  double* __restrict gd = Gi.data();
                  for (index_t a = 0; a < K; ++a) gd[a] = static_cast<double>(gr[a]);
                } else {
-                 Gi.setConstant(static_cast<double>(detail::to_float(src.g[t * HV + tg.hv])));
+                 Gi.setConstant(static_cast<double>(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0))));
                }
                if (i > 0) Gi += sc.G.row(i - 1);
              },
@@ -378,9 +378,9 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
         Eigen::Map<RowVec>(tg.dk + tl * K, K) += st.wgt_w(s) * sc.rk;
         if (tg.dcw) tg.dcw[s] = sc.Kr.row(i).dot(sc.rk);
         Eigen::Map<RowVec>(tg.dv + tl * V, V) += dV.row(i);
-        if constexpr (D == decay_kind::diagonal) {
+        if constexpr (gate_key<D>) {
           Eigen::Map<RowVec>(tg.dg + tl * K, K) += DG.row(i);
-        } else if constexpr (D == decay_kind::scalar) {
+        } else if constexpr (gate_head<D>) {
           tg.dg[tl] += DG.row(i).sum();
         }
       }

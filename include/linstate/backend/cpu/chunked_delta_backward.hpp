@@ -95,7 +95,7 @@ inline float norm_backward(bool l2, const float* x, const float* d, float* dx, i
 
 //! Loads the rows of one chunk, β̃ and the local cumulative log-decay G; `bwd`: also Q and the raw
 //! q, k rows (for the l2norm backward).
-template <class Scalar>
+template <class D, class Scalar>
 inline void load_chunk(const problem& pb, const source<Scalar>& src, const stream& st, index_t h, index_t hv, index_t c0,
                        index_t m, bool bwd, delta_bwd_scratch& sc, bool& any_w, bool& any_r) {
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
@@ -112,7 +112,7 @@ inline void load_chunk(const problem& pb, const source<Scalar>& src, const strea
         float* raw = sc.Qraw.row(i).data();
         load(src.q + (t * H + h) * K, raw, K);
         std::copy(raw, raw + K, qrow);
-        if (pb.l2norm) normalize(qrow, K);
+        if (D::l2norm_qk) normalize(qrow, K);
         const float mul = pb.scale * st.wgt_r(s);
         for (index_t a = 0; a < K; ++a) qrow[a] *= mul;
       } else {
@@ -124,10 +124,10 @@ inline void load_chunk(const problem& pb, const source<Scalar>& src, const strea
     if (w) {
       load(src.k + (t * H + h) * K, krow, K);
       if (bwd) std::copy(krow, krow + K, sc.Kraw.row(i).data());
-      if (pb.l2norm) normalize(krow, K);
+      if (D::l2norm_qk) normalize(krow, K);
       load(src.v + (t * HV + hv) * V, vrow, V);
-      gsum += detail::to_float(src.g[t * HV + hv]);
-      sc.beta[static_cast<std::size_t>(i)] = detail::to_float(src.beta[t * HV + hv]) * st.wgt_w(s);
+      gsum += detail::to_float(D::log_decay(src.g + t * HV + hv, 0));
+      sc.beta[static_cast<std::size_t>(i)] = D::write_strength(detail::to_float(src.beta[t * HV + hv]), st.wgt_w(s));
     } else {
       std::fill(krow, krow + K, 0.f);
       std::fill(vrow, vrow + V, 0.f);
@@ -179,7 +179,7 @@ inline void wy(index_t m, index_t K, index_t V, const Eigen::Map<const RowMat>& 
 
 }  // namespace delta_bwd
 
-template <class Scalar>
+template <class D, class Scalar>
 void run_chunked_delta_backward(const problem& pb, const source<Scalar>& src, const stream& st,
                                 const bwd_target<Scalar>& tg, index_t C, delta_bwd_scratch& sc) {
   using delta_bwd::load_chunk;
@@ -198,7 +198,7 @@ void run_chunked_delta_backward(const problem& pb, const source<Scalar>& src, co
     std::memcpy(sc.states.data() + n * KV, Dh.data(), static_cast<std::size_t>(KV) * sizeof(float));
     if (n + 1 == nch) break;  // the last chunk's exit state is not needed
     const index_t c0 = n * C, m = std::min(C, st.n - c0);
-    load_chunk(pb, src, st, tg.h, tg.hv, c0, m, false, sc, any_w, any_r);
+    load_chunk<D>(pb, src, st, tg.h, tg.hv, c0, m, false, sc, any_w, any_r);
     if (!any_w) continue;  // frozen
     const Eigen::Map<const RowMat> S(sc.states.data() + n * KV, K, V);
     delta_bwd::wy(m, K, V, S, sc);
@@ -217,7 +217,7 @@ void run_chunked_delta_backward(const problem& pb, const source<Scalar>& src, co
 
   for (index_t n = nch - 1; n >= 0; --n) {
     const index_t c0 = n * C, m = std::min(C, st.n - c0);
-    load_chunk(pb, src, st, tg.h, tg.hv, c0, m, true, sc, any_w, any_r);
+    load_chunk<D>(pb, src, st, tg.h, tg.hv, c0, m, true, sc, any_w, any_r);
     if (!any_w && !any_r) {
       if (tg.dcw) std::fill(tg.dcw + c0, tg.dcw + c0 + m, 0.f);
       if (tg.dcr) std::fill(tg.dcr + c0, tg.dcr + c0 + m, 0.f);
@@ -332,12 +332,12 @@ void run_chunked_delta_backward(const problem& pb, const source<Scalar>& src, co
       if (tg.dcr) tg.dcr[s] = 0.f;
       if (tg.dcw) tg.dcw[s] = 0.f;
       if (r) {
-        const float dot = delta_bwd::norm_backward(pb.l2norm, sc.Qraw.row(i).data(), dQ.row(i).data(), tg.dq + row * K, K,
+        const float dot = delta_bwd::norm_backward(D::l2norm_qk, sc.Qraw.row(i).data(), dQ.row(i).data(), tg.dq + row * K, K,
                                                    pb.scale * st.wgt_r(s));
         if (tg.dcr) tg.dcr[s] = pb.scale * dot;
       }
       if (w) {
-        delta_bwd::norm_backward(pb.l2norm, sc.Kraw.row(i).data(), dK.row(i).data(), tg.dk + row * K, K, 1.f);
+        delta_bwd::norm_backward(D::l2norm_qk, sc.Kraw.row(i).data(), dK.row(i).data(), tg.dk + row * K, K, 1.f);
         float* __restrict dv = tg.dv + row * V;
         const float* __restrict dbu = sc.B.row(i).data();
         for (index_t j = 0; j < V; ++j) dv[j] += b[i] * dbu[j];

@@ -10,6 +10,7 @@
 #include "../../algorithm.hpp"
 #include "../../backend/tags.hpp"
 #include "../../detail/problem.hpp"
+#include "generic.hpp"
 #include "kernels.hpp"
 
 namespace linstate::cpu_detail {
@@ -81,16 +82,19 @@ inline stream partition_stream(const problem& pb, index_t s, index_t p, bool rou
 }
 
 //! Runs the forward pass with the state updated in place ([S,P,HV,K,V] fp32) and o written.
-//! `Chunk` = 0 selects the recurrent kernel.
-template <decay_kind D, class Scalar>
-void run(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* state, Scalar* o, index_t chunk,
-         bool gather) {
+//! `chunk` = 0 selects the recurrent kernel. The kernel is chosen by the decay policy's family:
+//! diagonal and delta have their own recurrent and chunked kernels, recurrent_only runs the generic
+//! recurrence from the policy's `step` (chunk is always 0 for it: the API refuses chunked<C>).
+template <class D, class R, class Scalar>
+void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, float* state, Scalar* o,
+         index_t chunk, bool gather) {
+  constexpr bool generic = is_family_of<D, family::recurrent_only>;
   const index_t S = pb.S, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P;
   detail::routing rt;
   routed_streams rs;
-  const bool routed = pb.router == detail::router_kind::top_k;
-  if (routed) {
-    detail::compute_routing(pb, in.router_logits, rt);
+  const bool routed = pb.routed;
+  if constexpr (R::routes) {
+    detail::compute_routing(pb, in, rt);
     build_routed_streams(pb, rt, gather, rs);
   }
   std::vector<index_t> all_tokens(static_cast<std::size_t>(pb.tokens()));
@@ -116,8 +120,10 @@ void run(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* stat
     recurrent_scratch rsc;
     chunk_scratch csc;
     delta_scratch dsc;
-    if (chunk == 0) rsc.reserve(K, V);
-    else if constexpr (D == decay_kind::delta) dsc.reserve(chunk, K, V);
+    generic_scratch gsc;
+    if constexpr (generic) gsc.reserve(K, V, pb.gate_width());
+    else if (chunk == 0) rsc.reserve(K, V);
+    else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
     else csc.reserve(chunk, K, V);
     std::vector<float> o_acc;
 #if LINSTATE_HAS_OPENMP
@@ -135,8 +141,9 @@ void run(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* stat
         const stream st = partition_stream(pb, s, p, routed, rs, all_tokens.data());
         if (st.n == 0) continue;
         const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, o_acc.data(), tok0};
-        if (chunk == 0) run_recurrent<D>(pb, src, st, tg, rsc);
-        else if constexpr (D == decay_kind::delta) run_chunked_delta(pb, src, st, tg, chunk, dsc);
+        if constexpr (generic) run_recurrent_generic<D>(pb, src, st, tg, gsc);
+        else if (chunk == 0) run_recurrent<D>(pb, src, st, tg, rsc);
+        else if constexpr (is_delta<D>) run_chunked_delta<D>(pb, src, st, tg, chunk, dsc);
         else run_chunked<D>(pb, src, st, tg, chunk, csc);
       }
       for (index_t t = 0; t < len; ++t) {
@@ -146,18 +153,6 @@ void run(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* stat
       }
     }
   }
-}
-
-template <class Scalar>
-void dispatch(const cpu& be, const problem& pb, const inputs<Scalar>& in, float* state, Scalar* o, index_t chunk,
-              bool gather) {
-  switch (pb.decay) {
-    case decay_kind::none: return run<decay_kind::none>(be, pb, in, state, o, chunk, gather);
-    case decay_kind::scalar: return run<decay_kind::scalar>(be, pb, in, state, o, chunk, gather);
-    case decay_kind::diagonal: return run<decay_kind::diagonal>(be, pb, in, state, o, chunk, gather);
-    case decay_kind::delta: return run<decay_kind::delta>(be, pb, in, state, o, chunk, gather);
-  }
-  throw error("linstate::forward: the CPU backend has no kernel for this decay kind");
 }
 
 }  // namespace linstate::cpu_detail

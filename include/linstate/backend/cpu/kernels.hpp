@@ -13,15 +13,25 @@
 #include <type_traits>
 #include <vector>
 
-#include "../../detail/kinds.hpp"
+#include "../../concepts.hpp"
+#include "../../dynamic.hpp"
 #include "../../detail/numeric.hpp"
 #include "../../detail/problem.hpp"
 #include "../../detail/router.hpp"
 
 namespace linstate::cpu_detail {
 
-using detail::decay_kind;
 using detail::problem;
+//! What the CPU kernels ask of a decay policy: its family and the extent of its gate (traits only).
+template <class D>
+inline constexpr bool is_delta = is_family_of<D, family::delta>;
+template <class D>
+inline constexpr bool gate_key = D::gate == gate_extent::key;
+template <class D>
+inline constexpr bool gate_head = D::gate == gate_extent::head;
+template <class D>
+inline constexpr bool gate_none = D::gate == gate_extent::none;
+
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using RowVec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
 
@@ -86,7 +96,7 @@ struct recurrent_scratch {
 //! Token-by-token recurrence (SPEC §2.1, §3.1, §4.5) over one stream. The state row i is updated and
 //! read in the same pass: h[i,:] = a_i h[i,:] + k_i v ;  o += q_i h[i,:]. Unwritten steps leave the
 //! state untouched (bit-identical freeze, SPEC §8.5).
-template <decay_kind D, class Scalar>
+template <class D, class Scalar>
 void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg,
                    recurrent_scratch& sc) {
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
@@ -103,8 +113,8 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
     float* __restrict o = tg.o_acc + (t - tg.tok0) * V;
     const float cr = st.wgt_r(i), cw = st.wgt_w(i);
     load(src.q + (t * H + tg.h) * K, q, K);
-    if constexpr (D == decay_kind::delta) {
-      if (pb.l2norm) l2normalize(q, K);
+    if constexpr (is_delta<D>) {
+      if (D::l2norm_qk) l2normalize(q, K);
     }
     for (index_t a = 0; a < K; ++a) q[a] *= pb.scale * cr;
     if (!w) {  // read only
@@ -116,11 +126,11 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
       continue;
     }
     load(src.v + (t * HV + tg.hv) * V, v, V);
-    if constexpr (D == decay_kind::delta) {
+    if constexpr (is_delta<D>) {
       load(src.k + (t * H + tg.h) * K, k, K);
-      if (pb.l2norm) l2normalize(k, K);
-      const float decay = std::exp(detail::to_float(src.g[t * HV + tg.hv]));
-      const float b = detail::to_float(src.beta[t * HV + tg.hv]) * cw;  // SPEC §11 C9: the write gate scales β
+      if (D::l2norm_qk) l2normalize(k, K);
+      const float decay = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
+      const float b = D::write_strength(detail::to_float(src.beta[t * HV + tg.hv]), cw);  // SPEC §11 C9: the write gate scales β
       float* __restrict hk = sc.hk.data();
       float* __restrict u = sc.u.data();
       std::fill(hk, hk + V, 0.f);
@@ -144,17 +154,17 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
       }
     } else {
       load(src.k + (t * H + tg.h) * K, k, K, cw);
-      if constexpr (D == decay_kind::diagonal) {
+      if constexpr (gate_key<D>) {
         const Scalar* gp = src.g + (t * HV + tg.hv) * K;
         for (index_t a = 0; a < K; ++a) g[a] = std::exp(detail::to_float(gp[a]));
-      } else if constexpr (D == decay_kind::scalar) {
-        const float e = std::exp(detail::to_float(src.g[t * HV + tg.hv]));
+      } else if constexpr (gate_head<D>) {
+        const float e = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
         std::fill(g, g + K, e);
       }
       for (index_t a = 0; a < K; ++a) {
         float* __restrict row = hs + a * V;
         const float ka = k[a], qa = q[a];
-        if constexpr (D == decay_kind::none) {
+        if constexpr (gate_none<D>) {
           if (r)
             for (index_t j = 0; j < V; ++j) {
               row[j] += ka * v[j];
@@ -239,10 +249,10 @@ inline void intra_subchunked(const Eigen::Ref<const RowMat>& Q, const Eigen::Ref
 //!   H_{n+1} = diag(e^{γ}) H_n + (K ⊙ e^{γ − Γ})ᵀ V
 //! Unwritten steps contribute a zero key row and a zero log-decay row; a chunk without writes leaves
 //! the state untouched and a chunk without reads skips the output (bit-identical freeze).
-template <decay_kind D, class Scalar>
+template <class D, class Scalar>
 void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg, index_t C,
                  chunk_scratch& sc) {
-  static_assert(D != decay_kind::delta, "chunked delta rule: see run_chunked_delta");
+  static_assert(!is_delta<D>, "chunked delta rule: see run_chunked_delta");
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
   Eigen::Map<RowMat> Hm(tg.state, K, V);
   for (index_t c0 = 0; c0 < st.n; c0 += C) {
@@ -265,11 +275,11 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
         std::fill(krow, krow + K, 0.f);
         std::fill(vrow, vrow + V, 0.f);
       }
-      if constexpr (D != decay_kind::none) {
+      if constexpr (!gate_none<D>) {
         float* grow = sc.G.row(i).data();
         if (!w) std::fill(grow, grow + K, 0.f);
-        else if constexpr (D == decay_kind::diagonal) load(src.g + (t * HV + tg.hv) * K, grow, K);
-        else std::fill(grow, grow + K, detail::to_float(src.g[t * HV + tg.hv]));
+        else if constexpr (gate_key<D>) load(src.g + (t * HV + tg.hv) * K, grow, K);
+        else std::fill(grow, grow + K, detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
         if (i > 0) sc.G.row(i) += sc.G.row(i - 1);  // Γ: inclusive cumulative sum inside the chunk (fp32)
       }
     }
@@ -279,7 +289,7 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
     auto Vc = sc.Vc.topRows(m);
     auto A = sc.A.topLeftCorner(m, m);
     auto O = sc.O.topRows(m);
-    if constexpr (D == decay_kind::none) {
+    if constexpr (gate_none<D>) {
       if (any_r) {
         O.noalias() = Q * Hm;
         if (any_w) {
@@ -343,7 +353,7 @@ struct delta_scratch {
   }
 };
 
-template <class Scalar>
+template <class D, class Scalar>
 void run_chunked_delta(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg, index_t C,
                        delta_scratch& sc) {
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
@@ -362,7 +372,7 @@ void run_chunked_delta(const problem& pb, const source<Scalar>& src, const strea
       float* vrow = sc.Vc.row(i).data();
       if (r) {
         load(src.q + (t * H + tg.h) * K, qrow, K);
-        if (pb.l2norm) l2normalize(qrow, K);
+        if (D::l2norm_qk) l2normalize(qrow, K);
         const float mul = pb.scale * st.wgt_r(s);
         for (index_t a = 0; a < K; ++a) qrow[a] *= mul;
       } else {
@@ -370,10 +380,10 @@ void run_chunked_delta(const problem& pb, const source<Scalar>& src, const strea
       }
       if (w) {
         load(src.k + (t * H + tg.h) * K, krow, K);
-        if (pb.l2norm) l2normalize(krow, K);
+        if (D::l2norm_qk) l2normalize(krow, K);
         load(src.v + (t * HV + tg.hv) * V, vrow, V);
-        gsum += detail::to_float(src.g[t * HV + tg.hv]);
-        sc.beta[static_cast<std::size_t>(i)] = detail::to_float(src.beta[t * HV + tg.hv]) * st.wgt_w(s);
+        gsum += detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0));
+        sc.beta[static_cast<std::size_t>(i)] = D::write_strength(detail::to_float(src.beta[t * HV + tg.hv]), st.wgt_w(s));
       } else {
         std::fill(krow, krow + K, 0.f);
         std::fill(vrow, vrow + V, 0.f);
