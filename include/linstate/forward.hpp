@@ -83,6 +83,12 @@ void check_no_alias(const std::string& api, const inputs<Scalar>& in, const outp
       {"q", &in.q}, {"k", &in.k}, {"v", &in.v}, {"g", &in.g}, {"beta", &in.beta}, {"shared.q", &in.shared.q},
       {"shared.k", &in.shared.k}, {"shared.g", &in.shared.g}, {"shared.beta", &in.shared.beta},
       {"router_logits", &in.router_logits}};
+  {
+    const std::size_t nr = static_cast<std::size_t>(in.router_params.numel()) * sizeof(float);
+    auto rp = [&] { return "router_params " + in.router_params.shape.str(); };
+    if (overlaps(out.o.data, no, in.router_params.data, nr)) fail(api, o() + " overlaps the input " + rp());
+    if (overlaps(out.final_state.data, ns, in.router_params.data, nr)) fail(api, st() + " overlaps the input " + rp());
+  }
   for (const auto& [name, t] : named) {
     const std::size_t nt = static_cast<std::size_t>(t->numel()) * sizeof(Scalar);
     auto what = [&] { return std::string(name) + " " + t->shape.str(); };
