@@ -7,9 +7,11 @@
 
 #include <concepts>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "dynamic.hpp"
+#include "io_types.hpp"
 #include "transition.hpp"
 
 namespace linstate {
@@ -94,6 +96,7 @@ namespace detail {
 template <class T>
 inline constexpr bool always_false = false;
 
+
 //! One static_assert for the first member the decay policy lacks.
 template <class D>
 constexpr bool validate_decay() {
@@ -174,6 +177,12 @@ constexpr bool validate_router() {
                                      "resolved run-time settings)");
     else if constexpr (!requires(const typename R::config& c) { { c.kw } -> std::convertible_to<int>; { c.kr } -> std::convertible_to<int>; })
       static_assert(always_false<R>, "linstate: the router's config needs `int kw, kr` (partitions written / read per token at most)");
+    else if constexpr (!requires(const options& o, const std::string& api) {
+                         { R::configure(o, index_t{1}, api, false) } -> std::convertible_to<typename R::config>;
+                       })
+      static_assert(always_false<R>, "linstate: the router has no `template <class Opt> static config configure(const "
+                                     "Opt& options, index_t N, const std::string& api, bool balance)` (host: resolves and "
+                                     "checks its run-time settings, throws linstate::error naming the option)");
     else if constexpr (!requires(const float* x, float* p, std::uint8_t* f, const typename R::config& c) {
                          R::route(c, 1, x, x, p, p, p, f, no_round{});
                        })
