@@ -41,6 +41,15 @@ template void cpu_forward<gdn, float>(const inputs<float>&, const outputs<float>
 template void cpu_forward<gdn_plain, float>(const inputs<float>&, const outputs<float>&, bool, const options&);
 template void cpu_forward<sse_gdn, float>(const inputs<float>&, const outputs<float>&, bool, const options&);
 template void cpu_forward<sse_gdn_w2r1, float>(const inputs<float>&, const outputs<float>&, bool, const options&);
+template void cpu_forward<vdecay, float>(const inputs<float>&, const outputs<float>&, bool, const options&);
+template void cpu_forward<sse_vdecay, float>(const inputs<float>&, const outputs<float>&, bool, const options&);
+template void cpu_forward<sse_vdecay_w2r1, float>(const inputs<float>&, const outputs<float>&, bool, const options&);
+template void cpu_forward<gla_generic, float>(const inputs<float>&, const outputs<float>&, bool, const options&);
+template void cpu_forward<sse_gla_generic, float>(const inputs<float>&, const outputs<float>&, bool, const options&);
+template void cpu_forward<gdn_generic, float>(const inputs<float>&, const outputs<float>&, bool, const options&);
+template void cpu_forward<sse_gdn_generic, float>(const inputs<float>&, const outputs<float>&, bool, const options&);
+template void cpu_forward<sse_sigmoid, float>(const inputs<float>&, const outputs<float>&, bool, const options&);
+template void cpu_forward<vdecay, bf16>(const inputs<bf16>&, const outputs<bf16>&, bool, const options&);
 template void cpu_forward<gla, bf16>(const inputs<bf16>&, const outputs<bf16>&, bool, const options&);
 template void cpu_forward<sse_n4k1s, bf16>(const inputs<bf16>&, const outputs<bf16>&, bool, const options&);
 template void cpu_forward<sse_n8k2, bf16>(const inputs<bf16>&, const outputs<bf16>&, bool, const options&);
@@ -53,6 +62,7 @@ template void cpu_forward_in_place<sse_n8k2, float>(const inputs<float>&, const 
 template void cpu_forward_in_place<sse_w1r3, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
 template void cpu_forward_in_place<sse_gdn, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
 template void cpu_forward_in_place<sse_w2r1s, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
+template void cpu_forward_in_place<sse_vdecay, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
 template void cpu_forward_in_place<sse_n4k1s, bf16>(const inputs<bf16>&, const tensor_view<float>&, const tensor_view<bf16>&);
 
 }  // namespace linstate_cuda_test

@@ -6,8 +6,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <random>
 #include <linstate/cuda.cuh>
 #include <type_traits>
 #include <utility>
@@ -34,7 +36,7 @@ inline void cuda_ok(cudaError_t e) { REQUIRE_MESSAGE(e == cudaSuccess, cudaGetEr
 template <class Scalar>
 struct device_inputs {
   std::vector<linstate::device_buffer<Scalar>> bufs;
-  linstate::device_buffer<float> h0;
+  linstate::device_buffer<float> h0, params;
   linstate::inputs<Scalar> in;
 
   explicit device_inputs(const linstate::inputs<Scalar>& host) : in(host) {
@@ -42,6 +44,11 @@ struct device_inputs {
     in.q = up(host.q), in.k = up(host.k), in.v = up(host.v), in.g = up(host.g), in.beta = up(host.beta);
     in.shared.q = up(host.shared.q), in.shared.k = up(host.shared.k), in.shared.g = up(host.shared.g);
     in.shared.beta = up(host.shared.beta), in.router_logits = up(host.router_logits);
+    if (!host.router_params.empty()) {
+      params = linstate::device_buffer<float>(static_cast<std::size_t>(host.router_params.numel()));
+      params.upload(host.router_params.data);
+      in.router_params = params.view(host.router_params.shape);
+    }
     if (!host.initial_state.empty()) {
       h0 = linstate::device_buffer<float>(static_cast<std::size_t>(host.initial_state.numel()));
       h0.upload(host.initial_state.data);
@@ -100,6 +107,40 @@ random_inputs make(const sizes& d, std::uint64_t seed, bool h0 = true, std::vect
   c.initial_state = h0;
   c.cu_seqlens = std::move(cu);
   return random_inputs(c, seed);
+}
+
+//! A family::recurrent_only test policy with a per-value gate (value_decay): replaces g (and shared.g)
+//! of `data` by log-decays [B,T,HV,V], logsigmoid(z)/16 with z ~ N(0,1) (random_inputs draws gates
+//! per key or per head only).
+inline void value_gates(random_inputs& data, std::uint64_t seed) {
+  const sizes& d = data.cfg.dims;
+  std::mt19937_64 gen(seed * 1315423911ull + 7);
+  std::normal_distribution<double> nd;
+  auto draw = [&] {
+    tensor<float> t({d.B, d.T, d.HV, d.V});
+    for (float& x : t.values()) {
+      const double z = nd(gen);
+      x = static_cast<float>((z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z))) / 16.0);
+    }
+    return t;
+  };
+  data.g = draw();
+  if (!data.shared_g.empty()) data.shared_g = draw();
+}
+
+//! make<Spec>() for a variant whose gate is per value channel (value_gates).
+template <class Spec>
+random_inputs make_vgate(const sizes& d, std::uint64_t seed, bool h0 = true, std::vector<std::int64_t> cu = {}) {
+  random_inputs data = make<Spec>(d, seed, h0, std::move(cu));
+  value_gates(data, seed);
+  return data;
+}
+
+//! The router_params [N] of sse_sigmoid (the selection bias), for `data`'s N.
+inline tensor<float> selection_bias(const random_inputs& data) {
+  tensor<float> b({data.cfg.dims.N});
+  for (index_t n = 0; n < b.numel(); ++n) b[n] = 0.25f * static_cast<float>((n * 7) % 5) - 0.5f;
+  return b;
 }
 
 //! main() of a GPU test binary: exit 77 (Meson: SKIP) without a usable GPU or without a kernel image

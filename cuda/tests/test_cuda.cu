@@ -3,7 +3,12 @@
 //! \brief The CUDA backend against the CPU backend on the same inputs (STYLE habit 5): outputs and
 //! final states of every decay, router and partition policy, fp32 at `max|a − b| ≤ 1e-5·max|ref|` and
 //! bf16/fp16 at fla's ratio 0.005 (SPEC §9.3); the decode step's frozen partitions (SPEC §11 C8); bad
-//! input refused before any launch.
+//! input refused before any launch. family::recurrent_only policies (the generic kernel,
+//! kernels/generic.cuh, against the CPU's backend/cpu/generic.hpp running the same policy): a
+//! per-value-channel decay (gate [B,T,HV,V]) with B > 1, grouped value heads, V > 256, SSE over it with
+//! mask and varlen, kw > kr, packed cu_seqlens, in-place decode, bf16; decay::gated_key and the gated
+//! delta rule re-declared recurrent_only against the specialised kernels. A router with router_params
+//! (sigmoid top-1 with a selection bias), recurrent and chunked.
 //!
 //! A GPU-only binary: it exits 77 (Meson: SKIP) when there is no usable GPU, so it holds no CPU-only
 //! check. doctest's CHECKs run in host code on host copies (STYLE habit 12).
@@ -33,9 +38,11 @@ using namespace linstate_cuda_test;
 
 //! CPU (recurrent) and CUDA forward passes on the same inputs.
 template <class Spec, class Scalar = float, class Strategy = linstate::varlen, class Algorithm = linstate::recurrent>
-std::pair<linstate::result<Scalar>, gpu_result<Scalar>> both(const random_inputs& data, const linstate::options& opt = {}) {
+std::pair<linstate::result<Scalar>, gpu_result<Scalar>> both(const random_inputs& data, const linstate::options& opt = {},
+                                                              linstate::tensor_view<const float> router_params = {}) {
   const host_inputs<Scalar> hin(data);
-  const linstate::inputs<Scalar> in = hin.view();
+  linstate::inputs<Scalar> in = hin.view();
+  in.router_params = router_params;
   linstate::result<Scalar> ref{tensor<Scalar>(data.output_shape()), tensor<float>(data.state_shape())};
   cpu_forward<Spec>(in, linstate::outputs<Scalar>{ref.o.view(), ref.final_state.view()}, Strategy::gather == false, opt);
 
@@ -254,6 +261,78 @@ TEST_CASE("bf16 and fp16 inputs") {
   }
 }
 
+// --- family::recurrent_only: the generic kernel (kernels/generic.cuh) against the CPU's generic.hpp --
+
+TEST_CASE("recurrent_only: a per-value-channel decay, B > 1, grouped value heads, V != K") {
+  const auto data = make_vgate<vdecay>({.B = 3, .T = 40, .H = 2, .HV = 4, .K = 48, .V = 40}, 301);
+  check_fp32<vdecay>(data);
+  check_fp32<vdecay, linstate::varlen, linstate::automatic>(data);  // automatic runs it recurrently
+  check_fp32<vdecay, linstate::varlen, linstate::automatic>(make_vgate<vdecay>({.B = 1, .T = 150, .H = 1, .HV = 2, .K = 32, .V = 32}, 302));
+  SUBCASE("no initial state, no final state wanted") {
+    const auto d0 = make_vgate<vdecay>({.B = 2, .T = 9, .H = 1, .HV = 1, .K = 16, .V = 24}, 303, /*h0=*/false);
+    tensor<float> ref_o(d0.output_shape());
+    cpu_forward<vdecay>(d0.view(), linstate::outputs<float>{ref_o.view(), {}}, false, {});
+    device_inputs<float> din(d0.view());
+    linstate::device_buffer<float> o(static_cast<std::size_t>(d0.output_shape().numel()));
+    linstate::forward<vdecay>(linstate::cuda{}, din.in, linstate::outputs<float>{o.view(d0.output_shape()), {}});
+    CHECK(max_rel_err(download(o, d0.output_shape()), ref_o) <= fp32_tol);
+  }
+  SUBCASE("V > 256: the block loops over the columns") {
+    check_fp32<vdecay>(make_vgate<vdecay>({.B = 1, .T = 12, .H = 1, .HV = 1, .K = 16, .V = 300}, 304));
+  }
+}
+
+TEST_CASE("recurrent_only: SSE over it, mask and varlen, kw > kr, packed cu_seqlens with empty sequences") {
+  const auto data = make_vgate<sse_vdecay>({.B = 2, .T = 50, .H = 2, .HV = 2, .K = 32, .V = 64}, 305);
+  check_fp32<sse_vdecay, linstate::mask>(data);
+  check_fp32<sse_vdecay, linstate::varlen>(data);
+  const auto m = both<sse_vdecay, float, linstate::mask>(data).second;
+  const auto v = both<sse_vdecay, float, linstate::varlen>(data).second;
+  CHECK(bit_equal(detail::flat(m.o), detail::flat(v.o)));
+  CHECK(bit_equal(detail::flat(m.state), detail::flat(v.state)));
+  check_fp32<sse_vdecay_w2r1>(make_vgate<sse_vdecay_w2r1>({.B = 2, .T = 30, .H = 1, .HV = 2, .K = 24, .V = 40}, 306));
+  const std::vector<std::int64_t> cu{0, 17, 17, 40, 41, 64};
+  check_fp32<sse_vdecay>(make_vgate<sse_vdecay>({.B = 1, .T = 64, .H = 2, .HV = 2, .K = 32, .V = 48}, 307, true, cu));
+  check_fp32<vdecay>(make_vgate<vdecay>({.B = 1, .T = 64, .H = 1, .HV = 2, .K = 16, .V = 16}, 308, false, cu));
+}
+
+TEST_CASE("recurrent_only: gated_key and the gated delta rule re-declared recurrent_only match the specialised kernels") {
+  auto same = [](const auto& a, const auto& b) {
+    const double eo = max_rel_err(b.o, a.o), es = max_rel_err(b.state, a.state);
+    INFO("o err " << eo << ", state err " << es);
+    CHECK(eo <= fp32_tol);
+    CHECK(es <= fp32_tol);
+  };
+  const auto d1 = make<gla>({.B = 3, .T = 40, .H = 2, .HV = 4, .K = 48, .V = 40}, 309);
+  check_fp32<gla_generic>(d1);
+  same(both<gla>(d1).second, both<gla_generic>(d1).second);
+  const auto d2 = make<sse_n4k1s>({.B = 2, .T = 50, .H = 2, .HV = 2, .K = 64, .V = 64}, 310);
+  check_fp32<sse_gla_generic, linstate::mask>(d2);
+  same(both<sse_n4k1s>(d2).second, both<sse_gla_generic>(d2).second);
+  const auto d3 = make<gdn>({.B = 2, .T = 40, .H = 2, .HV = 2, .K = 64, .V = 128}, 311);
+  check_fp32<gdn_generic>(d3);
+  same(both<gdn>(d3).second, both<gdn_generic>(d3).second);
+  const auto d4 = make<sse_gdn>({.B = 2, .T = 40, .H = 2, .HV = 2, .K = 64, .V = 64}, 312);
+  check_fp32<sse_gdn_generic>(d4);
+  same(both<sse_gdn>(d4).second, both<sse_gdn_generic>(d4).second);
+}
+
+TEST_CASE("recurrent_only: bf16 inputs") {
+  check_low<vdecay, Eigen::bfloat16>(make_vgate<vdecay>({.B = 2, .T = 40, .H = 2, .HV = 2, .K = 64, .V = 64}, 313));
+}
+
+TEST_CASE("a router with router_params (sigmoid top-1, selection bias): the router kernel reads them") {
+  const auto data = make<sse_sigmoid>({.B = 2, .T = 50, .H = 2, .HV = 2, .K = 32, .V = 32}, 314);
+  const tensor<float> bias = selection_bias(data);
+  for (int algo = 0; algo < 2; ++algo) {
+    CAPTURE(algo);
+    const auto [ref, got] = algo == 0 ? both<sse_sigmoid>(data, {}, bias.view())
+                                      : both<sse_sigmoid, float, linstate::varlen, linstate::chunked<64>>(data, {}, bias.view());
+    CHECK(max_rel_err(got.o, ref.o) <= fp32_tol);
+    CHECK(max_rel_err(got.state, ref.final_state) <= fp32_tol);
+  }
+}
+
 // --- decode (SPEC §11 C8) ----------------------------------------------------------------------
 
 //! One decode step (T = 1, forward_in_place) with every partition that the step does not select
@@ -262,6 +341,7 @@ TEST_CASE("bf16 and fp16 inputs") {
 template <class Spec, class Scalar = float>
 void check_decode_step(const sizes& d, std::uint64_t seed, std::vector<std::int64_t> cu = {}) {
   random_inputs data = make<Spec>(d, seed, /*h0=*/true, std::move(cu));
+  if constexpr (Spec::decay::gate == linstate::gate_extent::value) value_gates(data, seed);
   host_inputs<Scalar> hin(data);
   const linstate::inputs<Scalar> in = hin.view(/*with_initial_state=*/false);
   // which routed partitions does each sequence's single token write or read?
@@ -327,6 +407,9 @@ TEST_CASE("decode step: unselected partitions are neither read nor written (NaN-
   // packed: one token per sequence, two sequences empty
   check_decode_step<sse_n4k1s>({.B = 1, .T = 3, .H = 2, .HV = 2, .K = 32, .V = 32}, 36, {0, 1, 1, 2, 2, 3});
   check_decode_step<sse_w2r1s>({.B = 1, .T = 3, .H = 1, .HV = 2, .K = 32, .V = 32}, 37, {0, 0, 1, 2, 3});
+  // family::recurrent_only (the generic kernel in place)
+  check_decode_step<sse_vdecay>({.B = 6, .T = 1, .H = 2, .HV = 2, .K = 32, .V = 48}, 38);
+  check_decode_step<sse_vdecay>({.B = 1, .T = 3, .H = 2, .HV = 2, .K = 32, .V = 32}, 39, {0, 1, 1, 2, 2, 3});
 }
 
 TEST_CASE("prefill, then decode steps in place, as on the CPU") {

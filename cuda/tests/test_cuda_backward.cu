@@ -16,6 +16,10 @@
 //!  * the fixture cases' d*.npy at 1e-5 (README), deta exactly 0 without gates; their o.npy and ht.npy
 //!    from the GPU forward (recurrent, chunked<16>, automatic; mask and varlen; in place) at 1e-5;
 //!  * balance_loss on the GPU (value in device memory, gradient overwrite / accumulate) as the CPU's;
+//!  * family::recurrent_only (the generic backward, kernels/generic.cuh, against the CPU's generic.hpp):
+//!    a per-value-channel decay (every gradient, several checkpoint segments, V > 256, SSE with mask and
+//!    varlen, kw > kr, packed sequences with empty ones, bf16), decay::gated_key and the gated delta
+//!    rule re-declared recurrent_only against the specialised kernels; a router with router_params;
 //!  * bad input throws linstate::error before any launch and leaves the outputs untouched.
 //!
 //! A GPU-only binary: exits 77 (Meson: SKIP) without a usable GPU. CPU passes and the fixture loader
@@ -162,9 +166,11 @@ std::pair<linstate::gradient_result<Scalar>, linstate::gradient_result<Scalar>> 
                                                                                      std::uint64_t seed,
                                                                                      const linstate::options& opt = {},
                                                                                      bool with_dht = true,
-                                                                                     bool with_h0 = true) {
+                                                                                     bool with_h0 = true,
+                                                                                     linstate::tensor_view<const float> router_params = {}) {
   const host_inputs<Scalar> hin(data);
-  const linstate::inputs<Scalar> in = hin.view(with_h0);
+  linstate::inputs<Scalar> in = hin.view(with_h0);
+  in.router_params = router_params;
   const cot_host c = make_cot(data, seed);
   const tensor<Scalar> dO = cast_to<Scalar>(c.dO);
   linstate::gradient_result<Scalar> ref = alloc_like(in, data.state_shape());
@@ -336,6 +342,86 @@ TEST_CASE("packed cu_seqlens with empty sequences") {
 TEST_CASE("K not a multiple of 32") {
   check_fp32<gla>(make<gla>({.B = 1, .T = 30, .H = 1, .HV = 1, .K = 20, .V = 8}, 130), 31);
   check_fp32<sse_gdn>(make<sse_gdn>({.B = 2, .T = 30, .H = 1, .HV = 1, .K = 20, .V = 36}, 131), 32);
+}
+
+// --- family::recurrent_only: the generic backward (kernels/generic.cuh) against the CPU's generic.hpp --
+
+TEST_CASE("recurrent_only backward: a per-value-channel decay, every gradient, several checkpoint segments") {
+  const auto data = make_vgate<vdecay>({.B = 2, .T = 150, .H = 2, .HV = 4, .K = 48, .V = 40}, 401);
+  const auto [ref, got] = both<vdecay>(data, 51);
+  check_grads(ref, got);
+  CHECK(max_abs(ref.g) > 0);
+  SUBCASE("automatic runs it recurrently: the same bits") {
+    check_same_bits(got, both<vdecay, float, linstate::automatic>(data, 51).second);
+  }
+  SUBCASE("no initial state, no dht") {
+    const auto [r2, g2] = both<vdecay>(data, 52, {}, /*with_dht=*/false, /*with_h0=*/false);
+    check_grads(r2, g2);
+  }
+  SUBCASE("V > 256: the block loops over the columns") {
+    check_fp32<vdecay>(make_vgate<vdecay>({.B = 1, .T = 20, .H = 1, .HV = 1, .K = 16, .V = 300}, 402), 53);
+  }
+}
+
+TEST_CASE("recurrent_only backward: SSE over it (mask and varlen, kw > kr), packed cu_seqlens with empty sequences") {
+  const auto data = make_vgate<sse_vdecay>({.B = 2, .T = 100, .H = 2, .HV = 2, .K = 32, .V = 48}, 403);
+  const auto [rm, gm] = both<sse_vdecay, float, linstate::recurrent, linstate::mask>(data, 54);
+  const auto [rv, gv] = both<sse_vdecay, float, linstate::recurrent, linstate::varlen>(data, 54);
+  check_grads(rm, gm);
+  check_grads(rv, gv);
+  check_same_bits(gm, gv);
+  CHECK(max_abs(rm.router_logits) > 0);
+  check_fp32<sse_vdecay_w2r1>(make_vgate<sse_vdecay_w2r1>({.B = 2, .T = 70, .H = 1, .HV = 2, .K = 24, .V = 40}, 404), 55);
+  const std::vector<std::int64_t> cu{0, 0, 17, 17, 90, 91, 130, 130};
+  const auto packed = make_vgate<sse_vdecay>({.B = 1, .T = 130, .H = 2, .HV = 2, .K = 32, .V = 32}, 405, true, cu);
+  const auto [rp, gp] = both<sse_vdecay>(packed, 56);
+  check_grads(rp, gp);
+  const cot_host c = make_cot(packed, 56);  // an empty sequence passes dht through to dh0 unchanged
+  CHECK(bit_equal(state_block(gp.initial_state, 0, 0), state_block(c.dht, 0, 0)));
+  CHECK(bit_equal(state_block(gp.initial_state, 6, 2), state_block(c.dht, 6, 2)));
+}
+
+TEST_CASE("recurrent_only backward: gated_key and the gated delta rule re-declared recurrent_only match the specialised kernels") {
+  auto same = [](const auto& a, const auto& b) { check_grads(a, b); };
+  {
+    const auto data = make<gla>({.B = 2, .T = 90, .H = 2, .HV = 4, .K = 48, .V = 40}, 406);
+    const auto [ref, generic] = both<gla_generic>(data, 57);
+    check_grads(ref, generic);
+    same(both<gla>(data, 57).second, generic);
+  }
+  {
+    const auto data = make<sse_n4k1s>({.B = 2, .T = 80, .H = 2, .HV = 2, .K = 32, .V = 32}, 407);
+    const auto [ref, generic] = both<sse_gla_generic, float, linstate::recurrent, linstate::mask>(data, 58);
+    check_grads(ref, generic);
+    same(both<sse_n4k1s>(data, 58).second, generic);
+  }
+  {
+    const auto data = make<gdn>({.B = 2, .T = 80, .H = 2, .HV = 2, .K = 64, .V = 48}, 408);
+    const auto [ref, generic] = both<gdn_generic>(data, 59);
+    check_grads(ref, generic);
+    same(both<gdn>(data, 59).second, generic);
+  }
+  {
+    const std::vector<std::int64_t> cu{0, 30, 30, 31, 100};
+    const auto data = make<sse_gdn>({.B = 1, .T = 100, .H = 2, .HV = 2, .K = 32, .V = 32}, 409, true, cu);
+    const auto [ref, generic] = both<sse_gdn_generic>(data, 60);
+    check_grads(ref, generic);
+    same(both<sse_gdn>(data, 60).second, generic);
+  }
+}
+
+TEST_CASE("recurrent_only backward: bf16 inputs") {
+  check_low<vdecay, Eigen::bfloat16>(make_vgate<vdecay>({.B = 2, .T = 70, .H = 2, .HV = 2, .K = 64, .V = 64}, 410), 61);
+}
+
+TEST_CASE("a router with router_params (sigmoid top-1, selection bias): the router kernels read them") {
+  const auto data = make<sse_sigmoid>({.B = 2, .T = 60, .H = 2, .HV = 2, .K = 32, .V = 32}, 411);
+  const tensor<float> bias = selection_bias(data);
+  const auto [ref, got] = both<sse_sigmoid>(data, 62, {}, true, true, bias.view());
+  check_grads(ref, got);
+  CHECK(max_abs(ref.router_logits) > 0);
+  const auto [ref2, got2] = both<sse_sigmoid, float, linstate::chunked<64>>(data, 62, {}, true, true, bias.view());
+  check_grads(ref2, got2);
 }
 
 // --- reduced precision -----------------------------------------------------------------------------

@@ -20,18 +20,23 @@
 // throw linstate::cuda_error. A token whose router logits are not finite (forward: routed nowhere,
 // output row NaN) gets NaN in every gradient row of that token (q, k, v, g, β, shared.*, logits).
 //
-// What runs: for chunked<C> (and automatic when some sequence is longer than 64 tokens) the
-// chunk-parallel backward (run_backward_chunked) in place of step 2 below — with bf16 inputs, decays
-// none/scalar/gated_key and K, V ≤ 128: kernels/chunked_backward.cuh; for the gated delta rule (any
-// input type, K ≤ 128, K and V multiples of 4): kernels/chunked_delta.cuh; otherwise, for every
-// algorithm and both strategies (mask and varlen give the same results by construction):
-//   1. router_kernel (router::top_k): weights, flags, read and write slots (kernels/router.cuh);
-//   2. recurrent_bwd_kernel (kernels/recurrent_backward.cuh): per (sequence, value head, partition,
-//      V group), checkpointed replay of the forward (a checkpoint every C tokens: C = 64, or the C of
-//      chunked<C> up to 64; the results do not depend on C, bit for bit) and the walk backwards; writes
-//      the per-slot fp32 partial gradients below and dh0;
+// What runs (chosen with `if constexpr` on the decay policy's family, detail/traits.cuh; a family
+// without kernels is a static_assert): for chunked<C> (and automatic when some sequence is longer
+// than 64 tokens) the chunk-parallel backward (run_backward_chunked) in place of step 2 below — for
+// family::diagonal (decays none/scalar/gated_key) with K, V ≤ 128: kernels/chunked_backward.cuh; for
+// family::delta (the gated delta rule; any input type, K ≤ 128, K and V multiples of 4):
+// kernels/chunked_delta.cuh; otherwise, for every algorithm and both strategies (mask and varlen give
+// the same results by construction):
+//   1. router_kernel (a routing router): weights, flags, read and write slots from the policy's
+//      R::route (kernels/router.cuh);
+//   2. recurrent_bwd_kernel (kernels/recurrent_backward.cuh; family::recurrent_only:
+//      generic_backward_kernel, kernels/generic.cuh, from the policy's step / step_adjoint): per
+//      (sequence, value head, partition, V group), checkpointed replay of the forward (a checkpoint
+//      every C tokens: C = 64, or the C of chunked<C> up to 64; the results do not depend on C, bit for
+//      bit) and the walk backwards; writes the per-slot fp32 partial gradients below and dh0;
 //   3. slot_sum_kernel (kernels/gradient_combine.cuh): slots → grads.q/k/v/g/beta and grads.shared.*;
-//   4. router_bwd_kernel: ∂L/∂(write, read weights) → grads.router_logits (SPEC §4.6).
+//   4. router_bwd_kernel: ∂L/∂(write, read weights) → grads.router_logits through the policy's
+//      R::weights_backward (SPEC §4.6).
 //
 // ====================================================================================================
 // CONTRACT of the per-slot partial gradients (steps 2 → 3, 4). Any backward kernel (the recurrent one
@@ -39,8 +44,8 @@
 // cuda_detail::bwd_partials (plan / bind), combine_gradients(), router_backward().
 //
 //   tokens = B·T (flat token index t = b·T + τ, packed sequences included)
-//   Rr = read slots per token  = (shared ? 1 : 0) + (router::top_k ? kr : N)
-//   Rw = write slots per token = (shared ? 1 : 0) + (router::top_k ? kw : N)
+//   Rr = read slots per token  = (shared ? 1 : 0) + (a routing router ? kr : N)
+//   Rw = write slots per token = (shared ? 1 : 0) + (a routing router ? kw : N)
 //   slots: the shared partition owns read and write slot 0. router::top_k: a routed partition n
 //          that token t reads / writes has slot route_rslot(meta[t,n]) / route_wslot(meta[t,n])
 //          (router_kernel: (shared?1:0) + the number of read / written partitions with a lower
@@ -48,7 +53,8 @@
 //   Z  = number of V groups the state columns were split over (each writes its own partial sums of the
 //        V columns it owns; combine adds them). A kernel that covers all of V in one block uses Z = 1,
 //        and then every buffer below has exactly the shape without the leading Z.
-//   GK = K (decay::gated_key), 1 (decay::scalar, gated_delta_rule), 0 (decay::none: no dg_part).
+//   GK = gate_width(D::gate, K, V): K (gate per key, decay::gated_key), V (gate per value channel),
+//        1 (per head: decay::scalar, gated_delta_rule), 0 (no gate, decay::none: no dg_part).
 //
 //   dq_part    [Z, tokens, HV, Rr, K]   ∂L/∂q of the partition reading t in that slot, through value
 //                                       head hv: the RAW q (scale, read weight and l2norm backward done)
@@ -93,6 +99,7 @@
 #include "kernels/gradient_combine.cuh"
 #include "kernels/chunked_backward.cuh"
 #include "kernels/chunked_delta.cuh"
+#include "kernels/generic.cuh"
 #include "kernels/recurrent_backward.cuh"
 #include "kernels/router.cuh"
 
@@ -101,11 +108,11 @@ namespace cuda_detail {
 
 //! Read slots per token (the Rr of the contract).
 inline int read_slots(const detail::problem& pb) {
-  return (pb.shared ? 1 : 0) + static_cast<int>(pb.router == detail::router_kind::top_k ? pb.kr : pb.N);
+  return (pb.shared ? 1 : 0) + static_cast<int>(pb.routed ? pb.kr : pb.N);
 }
 //! Write slots per token (the Rw of the contract).
 inline int write_slots(const detail::problem& pb) {
-  return (pb.shared ? 1 : 0) + static_cast<int>(pb.router == detail::router_kind::top_k ? pb.kw : pb.N);
+  return (pb.shared ? 1 : 0) + static_cast<int>(pb.routed ? pb.kw : pb.N);
 }
 
 //! The partial-gradient buffers of the contract above. plan() reserves (in a scratch_layout) only the
@@ -116,7 +123,7 @@ struct bwd_partials {
   float* dq = nullptr;     // [Z, tokens, HV, Rr, K]
   float* dk = nullptr;     // [Z, tokens, HV, Rw, K]
   float* dv = nullptr;     // [tokens, HV, Rw, V]
-  float* dg = nullptr;     // [Z, tokens, HV, Rw, GK]
+  float* dg = nullptr;     // [Z, tokens, HV, Rw, GK] (GK = the gate width)
   float* dbeta = nullptr;  // [Z, tokens, HV, Rw]
   float* dcw = nullptr;    // [Z, tokens, HV, N]
   float* dcr = nullptr;    // [Z, tokens, HV, N]
@@ -127,10 +134,10 @@ struct bwd_partials {
   void plan(const detail::problem& pb, const gradients<Scalar>& g, int z_groups, scratch_layout& lay, bool qk_for_g = false) {
     auto wanted = [](const auto& t) { return !t.empty(); };
     Z = z_groups, Rr = read_slots(pb), Rw = write_slots(pb);
-    GK = pb.decay == decay_kind::diagonal ? static_cast<int>(pb.K) : pb.decay == decay_kind::none ? 0 : 1;
+    GK = static_cast<int>(pb.gate_width());  // the gate's entries per (token, value head): K, V, 1 or 0
     const index_t tk = pb.tokens() * pb.HV;
     zs_q = tk * Rr * pb.K, zs_k = tk * Rw * pb.K, zs_g = tk * Rw * GK, zs_b = tk * Rw, zs_c = tk * pb.N;
-    const bool routed = pb.router == detail::router_kind::top_k;
+    const bool routed = pb.routed;
     auto add = [&](bool want, index_t floats) { return want ? lay.add(static_cast<std::size_t>(floats) * sizeof(float)) : npos; };
     const bool for_g = qk_for_g && GK > 0 && (wanted(g.g) || wanted(g.shared.g));
     at_[0] = add(wanted(g.q) || wanted(g.shared.q) || for_g, Z * zs_q);
@@ -150,26 +157,6 @@ struct bwd_partials {
   static constexpr std::size_t npos = ~std::size_t{0};
   std::size_t at_[7] = {npos, npos, npos, npos, npos, npos, npos};
 };
-
-//! Enqueues router_kernel (router::top_k only): weights cw, cr [tokens, N] and meta words with flags,
-//! read slots and write slots.
-template <class Scalar>
-void launch_router(cudaStream_t stream, const detail::problem& pb, const inputs<Scalar>& in, float* cw, float* cr,
-                   std::uint32_t* meta, const char* api) {
-  using Dev = device_scalar_t<Scalar>;
-  const index_t tokens = pb.tokens();
-  if (tokens == 0) return;
-  router_params<Dev> rp;
-  rp.tokens = tokens, rp.N = static_cast<int>(pb.N), rp.kw = pb.kw, rp.kr = pb.kr;
-  rp.gate_write = router::has(pb.gates, router::gate::write), rp.gate_read = router::has(pb.gates, router::gate::read);
-  rp.renormalize = pb.renormalize, rp.round_to_input = pb.round_to_input;
-  rp.first_slot = pb.shared ? 1 : 0;
-  rp.logits = device_ptr(in.router_logits.data);
-  rp.cw = cw, rp.cr = cr, rp.meta = meta;
-  constexpr int threads = 128;
-  router_kernel<Dev><<<static_cast<unsigned>((tokens + threads - 1) / threads), threads, 0, stream>>>(rp);
-  check_launch("router_kernel", api);
-}
 
 //! Step 3: the partial buffers → the requested gradients of q, k, v, g, β and shared.* (deterministic
 //! slot sums, see the contract). `meta` is router_kernel's output (null without router::top_k): a
@@ -211,45 +198,44 @@ void combine_gradients(cudaStream_t stream, const detail::problem& pb, const bwd
   }
 }
 
-//! Step 4: dcw, dcr → `dlogits` [B,T,N] (router::top_k only; no-op when dlogits is empty).
-template <class Scalar>
-void router_backward(cudaStream_t stream, const detail::problem& pb, const inputs<Scalar>& in, const bwd_partials& pt,
+//! Step 4: dcw, dcr → `dlogits` [B,T,N] through the router policy's R::weights_backward (a routing
+//! router only; no-op when dlogits is empty).
+template <class R, class Scalar>
+void router_backward(cudaStream_t stream, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const bwd_partials& pt,
                      const std::uint32_t* meta, const tensor_view<Scalar>& dlogits, const char* api) {
   using Dev = device_scalar_t<Scalar>;
-  if (pb.router != detail::router_kind::top_k || dlogits.empty() || pb.tokens() == 0) return;
-  router_bwd_params<Dev> rp;
-  rp.tokens = pb.tokens(), rp.N = static_cast<int>(pb.N), rp.HV = static_cast<int>(pb.HV), rp.Z = pt.Z;
-  rp.gate_write = router::has(pb.gates, router::gate::write), rp.gate_read = router::has(pb.gates, router::gate::read);
-  rp.renormalize = pb.renormalize, rp.round_to_input = pb.round_to_input;
-  rp.logits = device_ptr(in.router_logits.data), rp.meta = meta;
-  rp.dcw = pt.dcw, rp.dcr = pt.dcr, rp.zstride = pt.zs_c;
-  rp.dlogits = device_ptr(dlogits.data);
-  constexpr int threads = 128;
-  router_bwd_kernel<Dev><<<static_cast<unsigned>((pb.tokens() + threads - 1) / threads), threads, 0, stream>>>(rp);
-  check_launch("router_bwd_kernel", api);
+  if constexpr (R::routes) {
+    if (dlogits.empty() || pb.tokens() == 0) return;
+    router_bwd_params<R, Dev> rp;
+    rp.cfg = pb.rcfg();
+    rp.tokens = pb.tokens(), rp.N = static_cast<int>(pb.N), rp.HV = static_cast<int>(pb.HV), rp.Z = pt.Z;
+    rp.logits = device_ptr(in.router_logits.data), rp.params = in.router_params.data, rp.meta = meta;
+    rp.dcw = pt.dcw, rp.dcr = pt.dcr, rp.zstride = pt.zs_c;
+    rp.dlogits = device_ptr(dlogits.data);
+    constexpr int threads = 128;
+    router_bwd_kernel<R, Dev><<<static_cast<unsigned>((pb.tokens() + threads - 1) / threads), threads, 0, stream>>>(rp);
+    check_launch("router_bwd_kernel", api);
+  } else {
+    (void)stream, (void)pb, (void)in, (void)pt, (void)meta, (void)dlogits, (void)api;
+  }
 }
 
-//! Blocks of recurrent_bwd_kernel<D> that fit on the device at once (the persistent grid's size).
-template <decay_kind D, class Dev>
-index_t bwd_resident_blocks(const bwd_geometry& geo, const char* api) {
+//! Blocks of `kernel` (with `threads` threads and `smem` bytes) that fit on the device at once (the
+//! persistent grid's size).
+template <class Kernel>
+index_t resident_blocks(Kernel kernel, int threads, std::size_t smem, const char* api) {
   int dev = 0, sms = 0, per_sm = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice", api);
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute", api);
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, recurrent_bwd_kernel<D, Dev>, 32 * geo.warps(),
-                                                      recurrent_bwd_smem_bytes(geo)),
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor", api);
   return static_cast<index_t>(std::max(1, per_sm) * std::max(1, sms));
 }
 
-template <class Dev>
-index_t bwd_resident_blocks(decay_kind d, const bwd_geometry& geo, const char* api) {
-  switch (d) {
-    case decay_kind::none: return bwd_resident_blocks<decay_kind::none, Dev>(geo, api);
-    case decay_kind::scalar: return bwd_resident_blocks<decay_kind::scalar, Dev>(geo, api);
-    case decay_kind::diagonal: return bwd_resident_blocks<decay_kind::diagonal, Dev>(geo, api);
-    case decay_kind::delta: return bwd_resident_blocks<decay_kind::delta, Dev>(geo, api);
-  }
-  return 1;
+//! Blocks of recurrent_bwd_kernel<D> that fit on the device at once (the persistent grid's size).
+template <class D, class Dev>
+index_t bwd_resident_blocks(const bwd_geometry& geo, const char* api) {
+  return resident_blocks(recurrent_bwd_kernel<D, Dev>, 32 * geo.warps(), recurrent_bwd_smem_bytes(geo), api);
 }
 
 //! Checkpoint interval of the recurrent backward for `Algorithm`: C of chunked<C> up to 64, else 64.
@@ -260,19 +246,24 @@ constexpr int bwd_segment() {
   else return bwd_default_segment;
 }
 
-//! Enqueues the whole backward pass (steps 1–4) for a checked problem.
-template <class Scalar>
-void run_backward(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, const cotangents<Scalar>& d,
+//! Enqueues the whole backward pass (steps 1–4) for a checked problem. Step 2 is
+//! recurrent_bwd_kernel<D> for family::diagonal and family::delta, generic_backward_kernel<D> (from
+//! the policy's step / step_adjoint) for family::recurrent_only.
+template <class D, class R, class Scalar>
+void run_backward(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const cotangents<Scalar>& d,
                   const gradients<Scalar>& g, int segment, const char* api) {
+  static_assert(check_decay<D>());
   using Dev = device_scalar_t<Scalar>;
+  constexpr bool generic = is_generic<D>;
   const cudaStream_t stream = stream_of(be);
   const bool want_any = !(g.q.empty() && g.k.empty() && g.v.empty() && g.g.empty() && g.beta.empty() &&
                           g.shared.q.empty() && g.shared.k.empty() && g.shared.g.empty() && g.shared.beta.empty() &&
                           g.router_logits.empty() && g.initial_state.empty());
   if (!want_any) return;
   const index_t tokens = pb.tokens(), S = pb.S;
-  const bool routed = pb.router == detail::router_kind::top_k;
-  const bwd_geometry geo = make_bwd_geometry(pb.K, pb.V);
+  const bool routed = pb.routed;
+  // generic: one block per (sequence, value head, partition) with every column (Z = 1, no padding)
+  const bwd_geometry geo = generic ? bwd_geometry{} : make_bwd_geometry(pb.K, pb.V);
 
   // Checkpoint interval C: `segment`, or the longest sequence when that is shorter (the results do
   // not depend on C; the segment buffer holds C states per resident block).
@@ -291,7 +282,24 @@ void run_backward(const cuda& be, const detail::problem& pb, const inputs<Scalar
   segbase[static_cast<std::size_t>(S)] = n_ckpt;
   if (!host_seq.empty()) host_seq.insert(host_seq.end(), segbase.begin(), segbase.end());
   const index_t tasks = S * pb.HV * pb.P * geo.Z;
-  const index_t blocks = tasks > 0 ? std::min(tasks, bwd_resident_blocks<Dev>(pb.decay, geo, api)) : 0;
+  const index_t KV = pb.K * pb.V;
+  const index_t slice = generic ? KV : geo.slice();  // floats of one stored state (slice)
+  index_t blocks = 0, work_floats = 0;
+  int gthreads = 0;
+  std::size_t gsmem = 0;
+  if constexpr (generic) {
+    gthreads = generic_threads(pb.V);
+    gsmem = generic_smem_bytes(pb.K, pb.V, pb.gate_width(), true);
+    work_floats = generic_work_floats(pb.K, pb.V, pb.gate_width(), D::gate == gate_extent::value, C);
+    work_floats = (work_floats + 3) / 4 * 4;  // 16-byte aligned work areas
+    if (tasks > 0) {
+      // a persistent grid, its work areas (segment buffer, Dh, column accumulators) capped at 1 GiB
+      const index_t cap = std::max<index_t>(1, (index_t{1} << 30) / (work_floats * static_cast<index_t>(sizeof(float))));
+      blocks = std::min({tasks, resident_blocks(generic_backward_kernel<D, Dev>, gthreads, gsmem, api), cap});
+    }
+  } else {
+    blocks = tasks > 0 ? std::min(tasks, bwd_resident_blocks<D, Dev>(geo, api)) : 0;
+  }
 
   // --- one scratch allocation ------------------------------------------------------------------
   const std::size_t n_route = routed ? static_cast<std::size_t>(tokens * pb.N) : 0;
@@ -299,8 +307,10 @@ void run_backward(const cuda& be, const detail::problem& pb, const inputs<Scalar
   const std::size_t at_seq = lay.add(host_seq.size() * sizeof(index_t));
   const std::size_t at_w = lay.add(2 * n_route * sizeof(float));
   const std::size_t at_meta = lay.add(n_route * sizeof(std::uint32_t));
-  const std::size_t at_ckpt = lay.add(static_cast<std::size_t>(n_ckpt * pb.P * pb.HV * geo.Z * geo.slice()) * sizeof(float));
-  const std::size_t at_seg = lay.add(tokens > 0 ? static_cast<std::size_t>(blocks * C * geo.slice()) * sizeof(float) : 0);
+  const std::size_t at_ckpt = lay.add(static_cast<std::size_t>(n_ckpt * pb.P * pb.HV * geo.Z * slice) * sizeof(float));
+  // the segment buffer (generic: the whole work area, Dh included, also without a token)
+  const std::size_t at_seg = lay.add(static_cast<std::size_t>(generic ? blocks * work_floats : tokens > 0 ? blocks * C * slice : 0) *
+                                     sizeof(float));
   bwd_partials pt;
   pt.plan(pb, g, geo.Z, lay);
   device_buffer<unsigned char> scratch;
@@ -321,14 +331,34 @@ void run_backward(const cuda& be, const detail::problem& pb, const inputs<Scalar
   std::uint32_t* meta = n_route ? reinterpret_cast<std::uint32_t*>(base + at_meta) : nullptr;
 
   // --- 1. router --------------------------------------------------------------------------------
-  if (n_route) launch_router(stream, pb, in, cw, cr, meta, api);
+  if constexpr (R::routes)
+    if (n_route) launch_router(stream, pb, in, cw, cr, meta, nullptr, api);
 
   // --- 2. per-partition recurrent backward ----------------------------------------------------------
-  if (blocks > 0) {
+  if constexpr (generic) {
+    if (blocks > 0) {
+      generic_params<Dev> p;
+      p.T = pb.T, p.H = static_cast<int>(pb.H), p.HV = static_cast<int>(pb.HV), p.K = static_cast<int>(pb.K);
+      p.V = static_cast<int>(pb.V), p.N = static_cast<int>(pb.N), p.P = static_cast<int>(pb.P);
+      p.Rr = pt.Rr, p.Rw = pt.Rw, p.shared = pb.shared, p.scale = pb.scale;
+      p.segment = C, p.tasks = tasks;
+      p.seq = seq, p.segbase = segb, p.nseg_T = (pb.T + C - 1) / C;
+      p.main = source_of(in.q, in.k, in.g, in.beta);
+      p.shr = source_of(in.shared.q, in.shared.k, in.shared.g, in.shared.beta);
+      p.v = device_ptr(in.v.data), p.dO = device_ptr(d.o.data);
+      p.cw = cw, p.cr = cr, p.meta = meta;
+      p.h0 = in.initial_state.data, p.dht = d.final_state.data, p.dh0 = g.initial_state.data;
+      p.ckpt = reinterpret_cast<float*>(base + at_ckpt);
+      p.work = reinterpret_cast<float*>(base + at_seg), p.work_floats = work_floats;
+      p.dq = pt.dq, p.dk = pt.dk, p.dv = pt.dv, p.dg = pt.dg, p.dbeta = pt.dbeta, p.dcw = pt.dcw, p.dcr = pt.dcr;
+      generic_backward_kernel<D, Dev><<<static_cast<unsigned>(blocks), gthreads, gsmem, stream>>>(p);
+      check_launch("generic_backward_kernel", api);
+    }
+  } else if (blocks > 0) {
     bwd_params<Dev> p;
     p.T = pb.T, p.H = static_cast<int>(pb.H), p.HV = static_cast<int>(pb.HV), p.K = static_cast<int>(pb.K);
     p.V = static_cast<int>(pb.V), p.N = static_cast<int>(pb.N), p.P = static_cast<int>(pb.P);
-    p.Rr = pt.Rr, p.Rw = pt.Rw, p.shared = pb.shared, p.l2norm = pb.l2norm, p.scale = pb.scale;
+    p.Rr = pt.Rr, p.Rw = pt.Rw, p.shared = pb.shared, p.l2norm = D::l2norm_qk, p.scale = pb.scale;
     p.rw = geo.rw, p.cg = geo.cg, p.Z = geo.Z, p.segment = C, p.tasks = tasks;
     p.seq = seq, p.segbase = segb, p.nseg_T = (pb.T + C - 1) / C;
     p.main = source_of(in.q, in.k, in.g, in.beta);
@@ -342,12 +372,7 @@ void run_backward(const cuda& be, const detail::problem& pb, const inputs<Scalar
     p.zs_q = pt.zs_q, p.zs_k = pt.zs_k, p.zs_g = pt.zs_g, p.zs_b = pt.zs_b, p.zs_c = pt.zs_c;
     const dim3 grid(static_cast<unsigned>(blocks)), block(static_cast<unsigned>(32 * geo.warps()));
     const std::size_t smem = recurrent_bwd_smem_bytes(geo);
-    switch (pb.decay) {
-      case decay_kind::none: recurrent_bwd_kernel<decay_kind::none, Dev><<<grid, block, smem, stream>>>(p); break;
-      case decay_kind::scalar: recurrent_bwd_kernel<decay_kind::scalar, Dev><<<grid, block, smem, stream>>>(p); break;
-      case decay_kind::diagonal: recurrent_bwd_kernel<decay_kind::diagonal, Dev><<<grid, block, smem, stream>>>(p); break;
-      case decay_kind::delta: recurrent_bwd_kernel<decay_kind::delta, Dev><<<grid, block, smem, stream>>>(p); break;
-    }
+    recurrent_bwd_kernel<D, Dev><<<grid, block, smem, stream>>>(p);
     check_launch("recurrent_bwd_kernel", api);
   }
 
@@ -358,16 +383,18 @@ void run_backward(const cuda& be, const detail::problem& pb, const inputs<Scalar
 }
 
 //! The chunk-parallel backward: router, record table, then the chunked kernels into the per-slot
-//! partials (Z = 1) and steps 3–4. Decays none/scalar/gated_key: kernels/chunked_backward.cuh (bf16,
-//! K, V ≤ 128); the gated delta rule: kernels/chunked_delta.cuh (any input type, exact fp32).
-template <class Scalar>
-void run_backward_chunked(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, const cotangents<Scalar>& d,
+//! partials (Z = 1) and steps 3–4. family::diagonal: kernels/chunked_backward.cuh (K, V ≤ 128);
+//! family::delta: kernels/chunked_delta.cuh (any input type, exact fp32).
+template <class D, class R, class Scalar>
+void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const cotangents<Scalar>& d,
                           const gradients<Scalar>& g, const char* api) {
+  static_assert(check_decay<D>());
+  static_assert(is_diagonal<D> || is_delta<D>, "linstate (cuda): the chunked backward runs family::diagonal and family::delta");
   using Dev = device_scalar_t<Scalar>;
-  const bool delta = pb.decay == decay_kind::delta;
+  constexpr bool delta = is_delta<D>;
   const cudaStream_t stream = stream_of(be);
   const index_t tokens = pb.tokens();
-  const bool routed = pb.router == detail::router_kind::top_k;
+  const bool routed = pb.routed;
   const record_plan rplan = plan_records(pb, chunk_len);
   const int KP = pb.K <= 64 ? 64 : 128;
   const std::size_t n_route = routed ? static_cast<std::size_t>(tokens * pb.N) : 0;
@@ -401,7 +428,8 @@ void run_backward_chunked(const cuda& be, const detail::problem& pb, const input
   float* cw = n_route ? reinterpret_cast<float*>(base + at_w) : nullptr;
   float* cr = n_route ? cw + n_route : nullptr;
   auto* meta = n_route ? reinterpret_cast<std::uint32_t*>(base + at_meta) : nullptr;
-  if (n_route) launch_router(stream, pb, in, cw, cr, meta, api);
+  if constexpr (R::routes)
+    if (n_route) launch_router(stream, pb, in, cw, cr, meta, nullptr, api);
 
   auto* seg_chunk = reinterpret_cast<index_t*>(base + at_segc);
   auto* chunk_seg = reinterpret_cast<int*>(base + at_cseg);
@@ -424,19 +452,14 @@ void run_backward_chunked(const cuda& be, const detail::problem& pb, const input
   c.dbuf = reinterpret_cast<float*>(base + at_dbuf), c.cbuf = reinterpret_cast<float*>(base + at_cbuf), c.kp = KP;
   c.Rr = pt.Rr, c.Rw = pt.Rw;
   c.dq = pt.dq, c.dk = pt.dk, c.dv = pt.dv, c.dg = pt.dg, c.dcw = pt.dcw, c.dcr = pt.dcr;
-  if (delta) {
+  if constexpr (delta) {
     delta_params<Dev> dp;
     static_cast<chunk_bwd_params<Dev>&>(dp) = c;
-    dp.l2norm = pb.l2norm, dp.dbeta = pt.dbeta;
+    dp.l2norm = D::l2norm_qk, dp.dbeta = pt.dbeta;
     bind_delta_buffers(dp, reinterpret_cast<float*>(base + at_delta), rplan.max_chunks, pb.HV, pb.K, pb.V, true);
-    enqueue_chunked_delta_backward(dp, stream, api);
+    enqueue_chunked_delta_backward<D>(dp, stream, api);
   } else {
-    const bool want_dg = pt.dg != nullptr;
-    switch (pb.decay) {
-      case decay_kind::none: enqueue_chunked_backward<decay_kind::none, Dev>(c, want_dg, stream, api); break;
-      case decay_kind::scalar: enqueue_chunked_backward<decay_kind::scalar, Dev>(c, want_dg, stream, api); break;
-      default: enqueue_chunked_backward<decay_kind::diagonal, Dev>(c, want_dg, stream, api); break;
-    }
+    enqueue_chunked_backward<D, Dev>(c, pt.dg != nullptr, stream, api);
   }
   combine_gradients(stream, pb, pt, meta, g, api);
   router_backward(stream, pb, in, pt, meta, g.router_logits, api);
@@ -458,16 +481,24 @@ void backward(const cuda& be, const inputs<Scalar>& in, const cotangents<Scalar>
               Algorithm = {}, Strategy = {}, const options& opt = {}) {
   static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
   const char* api = "linstate::backward (cuda)";
-  const detail::problem pb = detail::make_problem<Spec>(api, in, tensor_view<Scalar>{}, tensor_view<float>{}, "final_state",
-                                                        opt, /*o_given=*/false, /*host_data=*/false);
+  using D = typename Spec::decay;
+  const auto pb = detail::make_problem<Spec>(api, in, tensor_view<Scalar>{}, tensor_view<float>{}, "final_state", opt,
+                                             /*o_given=*/false, /*host_data=*/false);
   detail::check_gradients(api, pb, in, d, grads);
   require_device_inputs(api, in);
   require_device_gradients(api, d, grads);
   require_supported(api, pb);
-  if (pb.tokens() > 0 && wants_chunked<Algorithm>(pb) &&
-      (chunked_backward_supported<device_scalar_t<Scalar>>(pb) || delta_chunked_supported(pb)))
-    run_backward_chunked(be, pb, in, d, grads, api);
-  else run_backward(be, pb, in, d, grads, bwd_segment<Algorithm>(), api);
+  // the family picks the kernels (a family::recurrent_only policy is never chunked: wants_chunked)
+  bool chunked = pb.tokens() > 0 && wants_chunked<Algorithm, D>(pb);
+  if constexpr (is_delta<D>) chunked = chunked && delta_chunked_supported(pb);
+  else if constexpr (is_diagonal<D>) chunked = chunked && chunked_backward_supported<device_scalar_t<Scalar>>(pb);
+  else {
+    chunked = false;
+    require_generic_supported(api, pb, /*backward=*/true);
+  }
+  if constexpr (is_delta<D> || is_diagonal<D>)
+    if (chunked) return run_backward_chunked<D>(be, pb, in, d, grads, api);
+  run_backward<D>(be, pb, in, d, grads, bwd_segment<Algorithm>(), api);
 }
 
 }  // namespace cuda_detail

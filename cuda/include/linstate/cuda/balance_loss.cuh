@@ -50,7 +50,8 @@ void balance_loss(const cuda& be, const tensor_view<const Scalar>& logits, float
   static_assert(detail::validate_balance<Spec>());
   using Dev = device_scalar_t<Scalar>;
   const std::string api = "linstate::balance_loss (cuda)";
-  const detail::problem pb = detail::make_balance_problem<Spec>(api, logits, opt, /*host_data=*/false);
+  using R = typename Spec::router;
+  const auto pb = detail::make_balance_problem<Spec>(api, logits, opt, /*host_data=*/false);
   if (d_logits) {
     if (d_logits->empty())
       detail::fail(api, "d_logits is required: expected " + logits.shape.str() +
@@ -93,8 +94,7 @@ void balance_loss(const cuda& be, const tensor_view<const Scalar>& logits, float
 
   constexpr int threads = 128;
   const unsigned token_blocks = static_cast<unsigned>((M + threads - 1) / threads);
-  balance_probs_kernel<Dev><<<token_blocks, threads, 0, stream>>>(device_ptr(logits.data), M, N, pb.kw, pb.round_to_input,
-                                                                  prob, wmask);
+  balance_probs_kernel<R, Dev><<<token_blocks, threads, 0, stream>>>(pb.rcfg(), device_ptr(logits.data), M, N, prob, wmask);
   check_launch("balance_probs_kernel", api.c_str());
   constexpr int col_threads = 64;
   balance_colsum_kernel<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>((N + col_threads - 1) / col_threads)),
@@ -103,9 +103,9 @@ void balance_loss(const cuda& be, const tensor_view<const Scalar>& logits, float
   balance_final_kernel<<<1, max_router_partitions, 0, stream>>>(partial, chunks, M, N, pb.kw, loss, dp);
   check_launch("balance_final_kernel", api.c_str());
   if (d_logits) {
-    balance_grad_kernel<Dev><<<token_blocks, threads, 0, stream>>>(prob, M, N, dp, coefficient,
-                                                                   mode == gradient_write::accumulate,
-                                                                   device_ptr(d_logits->data));
+    balance_grad_kernel<R, Dev><<<token_blocks, threads, 0, stream>>>(pb.rcfg(), device_ptr(logits.data), prob, M, N, dp,
+                                                                      coefficient, mode == gradient_write::accumulate,
+                                                                      device_ptr(d_logits->data));
     check_launch("balance_grad_kernel", api.c_str());
   }
 }

@@ -19,13 +19,21 @@
 // copy) before the call returns, so it must stay valid until the call returns, and no longer.
 // Input tensors must stay valid, and outputs untouched, until the stream has run the call's work.
 //
-// What runs: the router (router::top_k) in one kernel; then, for linstate::recurrent, for K > 128
-// and for linstate::automatic when no sequence is longer than 64 tokens (a decode step, a short
-// prompt), the recurrent kernel (kernels/recurrent.cuh; for a decode step only on the partitions each
+// The host code is templated on the variant's policies and picks the kernels with `if constexpr` on
+// the decay policy's family (detail/traits.cuh), never on which policy it is: family::diagonal and
+// family::delta have the recurrent and chunk-parallel kernels below, family::recurrent_only runs the
+// generic kernel built from the policy's D::step (kernels/generic.cuh; automatic runs it recurrently,
+// chunked<C> with it does not compile), and a family without kernels is a static_assert. The router
+// kernel calls the router policy's own R::route.
+//
+// What runs: the router (a routing router, e.g. router::top_k) in one kernel; then, for
+// linstate::recurrent, for K > 128 and for linstate::automatic when no sequence is longer than 64
+// tokens (a decode step, a short prompt), the recurrent kernel (kernels/recurrent.cuh; for a decode step only on the partitions each
 // token touches); otherwise (linstate::chunked<C>, linstate::automatic on longer sequences) the
 // device-side varlen grouping (kernels/records.cuh) and the chunk-parallel kernels with 64-record
 // tiles whatever C is: kernels/chunked.cuh for decays none/scalar/gated_key, kernels/chunked_delta.cuh
-// (the WY form, exact fp32) for the gated delta rule with K and V multiples of 4. When a token has
+// (the WY form, exact fp32) for the gated delta rule with K and V multiples of 4; for a
+// family::recurrent_only policy always the generic kernel (kernels/generic.cuh). When a token has
 // several reading partitions, a deterministic pass sums their outputs. The strategies linstate::mask
 // and linstate::varlen give the same results by construction (a partition skips the tokens that
 // neither write nor read it), so both run the same kernels.
@@ -57,6 +65,7 @@
 #include "detail/scratch.cuh"
 #include "kernels/chunked.cuh"
 #include "kernels/chunked_delta.cuh"
+#include "kernels/generic.cuh"
 #include "kernels/records.cuh"
 #include "kernels/recurrent.cuh"
 #include "kernels/router.cuh"
@@ -84,7 +93,8 @@ void require_device_inputs(const std::string& api, const inputs<Scalar>& in) {
   require_device(api, "g", in.g), require_device(api, "beta", in.beta);
   require_device(api, "shared.q", in.shared.q), require_device(api, "shared.k", in.shared.k);
   require_device(api, "shared.g", in.shared.g), require_device(api, "shared.beta", in.shared.beta);
-  require_device(api, "router_logits", in.router_logits), require_device(api, "initial_state", in.initial_state);
+  require_device(api, "router_logits", in.router_logits), require_device(api, "router_params", in.router_params);
+  require_device(api, "initial_state", in.initial_state);
 }
 
 //! Limits of this session's kernels, checked before anything is launched.
@@ -92,19 +102,54 @@ inline void require_supported(const std::string& api, const detail::problem& pb)
   if (pb.K > max_k)
     detail::fail(api, "K = " + std::to_string(pb.K) + " but the CUDA recurrent kernel holds at most K = " +
                           std::to_string(max_k) + " state rows per block");
-  if (pb.router == detail::router_kind::top_k && pb.N > max_router_partitions)
+  if (pb.routed && pb.N > max_router_partitions)
     detail::fail(api, "N = " + std::to_string(pb.N) + " routed partitions, but the CUDA router handles at most " +
                           std::to_string(max_router_partitions));
   if (pb.P > 65535) detail::fail(api, "more than 65535 partitions");
   if ((pb.V + tile_v - 1) / tile_v > 65535) detail::fail(api, "V is too large for the CUDA grid");
 }
 
+//! The limits of the generic kernels (family::recurrent_only), checked before anything is launched.
+inline void require_generic_supported(const std::string& api, const detail::problem& pb, bool backward) {
+  const std::size_t smem = generic_smem_bytes(pb.K, pb.V, pb.gate_width(), backward);
+  if (smem > 48 * 1024)
+    detail::fail(api, "K = " + std::to_string(pb.K) + ", V = " + std::to_string(pb.V) + ": the CUDA kernel of a "
+                      "family::recurrent_only policy stages " + std::to_string(smem) + " bytes of shared memory per "
+                      "token, more than 48 KiB");
+  if (pb.S * pb.HV > 2147483647) detail::fail(api, "too many sequences × value heads for the CUDA grid");
+}
+
+//! Enqueues router_kernel (a routing router): weights cw, cr [tokens, N] and meta words with flags,
+//! read slots and write slots, from the policy's R::route. `o_nan`: the output [tokens, HV·V] whose
+//! rows of a non-finite token become NaN (when a token has a single reader), or null.
+template <class R, class Scalar>
+void launch_router(cudaStream_t stream, const detail::problem_for<R>& pb, const inputs<Scalar>& in, float* cw, float* cr,
+                   std::uint32_t* meta, device_scalar_t<Scalar>* o_nan, const char* api) {
+  using Dev = device_scalar_t<Scalar>;
+  const index_t tokens = pb.tokens();
+  if (tokens == 0) return;
+  router_params<R, Dev> rp;
+  rp.cfg = pb.rcfg();
+  rp.tokens = tokens, rp.N = static_cast<int>(pb.N);
+  rp.first_slot = pb.shared ? 1 : 0;
+  rp.logits = device_ptr(in.router_logits.data);
+  rp.params = in.router_params.data;
+  rp.cw = cw, rp.cr = cr, rp.meta = meta;
+  rp.o_nan = o_nan;
+  rp.row = pb.HV * pb.V;
+  constexpr int threads = 128;
+  router_kernel<R, Dev><<<static_cast<unsigned>((tokens + threads - 1) / threads), threads, 0, stream>>>(rp);
+  check_launch("router_kernel", api);
+}
+
 //! Whether `Algorithm` asks for the chunked kernels: chunked<C> always (the GPU kernels use C = 64
 //! whatever C is: the chunk length changes rounding, not the result), automatic when some sequence
 //! is longer than one chunk (as on the CPU: a decode step or a short prompt runs the recurrence).
-template <class Algorithm>
+//! Never for a family::recurrent_only policy D (automatic runs it recurrently; chunked<C> with it
+//! does not compile: detail::validate_call).
+template <class Algorithm, class D>
 bool wants_chunked(const detail::problem& pb) {
-  if constexpr (std::is_same_v<Algorithm, recurrent>) return false;
+  if constexpr (std::is_same_v<Algorithm, recurrent> || is_generic<D>) return false;
   else if constexpr (std::is_same_v<Algorithm, automatic>) {
     for (std::size_t i = 0; i + 1 < pb.seq.size(); ++i)
       if (pb.seq[i + 1] - pb.seq[i] > chunk_len) return true;
@@ -120,26 +165,32 @@ device_source<device_scalar_t<Scalar>> source_of(const tensor_view<const Scalar>
 
 //! Enqueues the whole forward pass. `state_in` may be null (zeros), `state_out` may be null (not
 //! wanted); in place, state_in == state_out and untouched partitions are not accessed at all.
-template <class Scalar>
-void run(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, const float* state_in, float* state_out,
+template <class D, class R, class Scalar>
+void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const float* state_in, float* state_out,
          bool in_place, Scalar* o, const char* api, bool use_chunked = false) {
+  static_assert(check_decay<D>());
   using Dev = device_scalar_t<Scalar>;
+  constexpr bool generic = is_generic<D>;
   const cudaStream_t stream = stream_of(be);
   const index_t tokens = pb.tokens();
-  const bool routed = pb.router == detail::router_kind::top_k;
-  const int R = (pb.shared ? 1 : 0) + static_cast<int>(routed ? pb.kr : pb.N);  // read slots per token
-  const bool direct = R == 1;
+  const bool routed = pb.routed;
+  const int R_read = (pb.shared ? 1 : 0) + static_cast<int>(routed ? pb.kr : pb.N);  // read slots per token
+  const bool direct = R_read == 1;
   index_t longest = 0;
   for (std::size_t i = 0; i + 1 < pb.seq.size(); ++i) longest = std::max(longest, pb.seq[i + 1] - pb.seq[i]);
   // Decode grid (SPEC §11 C8): blocks only for the partitions the single token of each sequence touches.
-  const bool compact = routed && longest <= 1 && (in_place || state_out == nullptr);
-  const bool delta_chunked = use_chunked && delta_chunked_supported(pb);
-  const bool chunked = (use_chunked && chunked_supported(pb)) || delta_chunked;
+  const bool compact = !generic && routed && longest <= 1 && (in_place || state_out == nullptr);
+  // the family picks the kernels: diagonal → chunked.cuh, delta → chunked_delta.cuh (when the shapes
+  // fit, else the recurrence), recurrent_only → generic.cuh (never chunked)
+  bool chunked = false;
+  if constexpr (is_delta<D>) chunked = use_chunked && delta_chunked_supported(pb);
+  else if constexpr (is_diagonal<D>) chunked = use_chunked && chunked_supported(pb);
+  const bool delta_chunked = is_delta<D> && chunked;
   const record_plan rplan = chunked ? plan_records(pb, chunk_len) : record_plan{};
 
   // --- one scratch allocation: cu_seqlens, routing tables, partial outputs ----------------------
   const std::size_t n_route = routed ? static_cast<std::size_t>(tokens * pb.N) : 0;
-  const std::size_t n_part = direct ? 0 : static_cast<std::size_t>(tokens * pb.HV * R * pb.V);
+  const std::size_t n_part = direct ? 0 : static_cast<std::size_t>(tokens * pb.HV * R_read * pb.V);
   scratch_layout lay;
   const std::size_t at_seq = lay.add(in.cu_seqlens.empty() ? 0 : pb.seq.size() * sizeof(index_t));
   const std::size_t at_w = lay.add(2 * n_route * sizeof(float));
@@ -155,6 +206,8 @@ void run(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, co
   const std::size_t at_gbuf = lay.add(delta_chunked ? 0 : n_chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
   const std::size_t at_delta =
       lay.add(delta_chunked ? n_chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats(pb.K, pb.V, false) * sizeof(float) : 0);
+  // generic: the state worked on when no final state is wanted
+  const std::size_t at_gstate = lay.add(generic && state_out == nullptr ? static_cast<std::size_t>(pb.state_numel()) * sizeof(float) : 0);
   device_buffer<unsigned char> scratch;
   if (lay.bytes) scratch = device_buffer<unsigned char>(lay.bytes, stream, scratch_pool(api));
   auto at = [&](std::size_t off) { return static_cast<void*>(scratch.data() + off); };
@@ -170,80 +223,81 @@ void run(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, co
   std::uint32_t* meta = n_route ? static_cast<std::uint32_t*>(at(at_meta)) : nullptr;
   float* o_part = n_part ? static_cast<float*>(at(at_part)) : nullptr;
 
-  if (n_route) {
-    router_params<Dev> rp;
-    rp.tokens = tokens, rp.N = static_cast<int>(pb.N), rp.kw = pb.kw, rp.kr = pb.kr;
-    rp.gate_write = router::has(pb.gates, router::gate::write), rp.gate_read = router::has(pb.gates, router::gate::read);
-    rp.renormalize = pb.renormalize, rp.round_to_input = pb.round_to_input;
-    rp.first_slot = pb.shared ? 1 : 0;
-    rp.logits = device_ptr(in.router_logits.data);
-    rp.cw = cw, rp.cr = cr, rp.meta = meta;
-    rp.o_nan = direct ? device_ptr(o) : nullptr;
-    rp.row = pb.HV * pb.V;
-    constexpr int threads = 128;
-    router_kernel<Dev><<<static_cast<unsigned>((tokens + threads - 1) / threads), threads, 0, stream>>>(rp);
-    check_launch("router_kernel", api);
-  }
+  if constexpr (R::routes)
+    if (n_route) launch_router(stream, pb, in, cw, cr, meta, direct ? device_ptr(o) : nullptr, api);
 
-  if (chunked) {
-    chunk_params<Dev> c;
-    c.T = pb.T, c.H = static_cast<int>(pb.H), c.HV = static_cast<int>(pb.HV), c.K = static_cast<int>(pb.K);
-    c.V = static_cast<int>(pb.V), c.N = static_cast<int>(pb.N), c.P = static_cast<int>(pb.P), c.S = static_cast<int>(pb.S);
-    c.R = R, c.first_routed = rplan.first_routed, c.shared = pb.shared, c.in_place = in_place, c.scale = pb.scale;
-    c.main = source_of(in.q, in.k, in.g, in.beta);
-    c.shr = source_of(in.shared.q, in.shared.k, in.shared.g, in.shared.beta);
-    c.v = device_ptr(in.v.data);
-    c.cw = cw, c.cr = cr, c.meta = meta;
-    auto* seg_chunk = static_cast<index_t*>(at(at_segc));
-    auto* chunk_seg = static_cast<int*>(at(at_cseg));
-    auto* rec_tok = static_cast<int*>(at(at_rtok));
-    build_records(pb, rplan, chunk_len, seq, meta, rplan.flag_count ? static_cast<int*>(at(at_flags)) : nullptr, seg_chunk,
-                  chunk_seg, rec_tok, stream, scratch_pool(api), api);
-    c.rt = record_table{chunk_len, c.S, c.P, seg_chunk, chunk_seg, rec_tok, rplan.max_chunks};
-    c.state_in = state_in, c.state_out = state_out;
-    c.hbuf = static_cast<float*>(at(at_hbuf)), c.gbuf = static_cast<float*>(at(at_gbuf));
-    c.o = device_ptr(o), c.o_part = o_part;
-    if (delta_chunked) {
-      delta_params<Dev> d;
-      static_cast<chunk_params<Dev>&>(d) = c;
-      d.l2norm = pb.l2norm;
-      bind_delta_buffers(d, static_cast<float*>(at(at_delta)), rplan.max_chunks, pb.HV, pb.K, pb.V, false);
-      enqueue_chunked_delta(d, stream, api);
-    } else {
-      switch (pb.decay) {
-        case decay_kind::none: enqueue_chunked<decay_kind::none, Dev>(c, stream, api); break;
-        case decay_kind::scalar: enqueue_chunked<decay_kind::scalar, Dev>(c, stream, api); break;
-        default: enqueue_chunked<decay_kind::diagonal, Dev>(c, stream, api); break;
-      }
-    }
-  } else {
-    recurrent_params<Dev> p;
+  if constexpr (generic) {
+    generic_params<Dev> p;
     p.T = pb.T, p.H = static_cast<int>(pb.H), p.HV = static_cast<int>(pb.HV), p.K = static_cast<int>(pb.K);
-    p.V = static_cast<int>(pb.V), p.N = static_cast<int>(pb.N), p.P = static_cast<int>(pb.P), p.R = R;
-    p.shared = pb.shared, p.l2norm = pb.l2norm, p.in_place = in_place, p.compact = compact, p.scale = pb.scale;
+    p.V = static_cast<int>(pb.V), p.N = static_cast<int>(pb.N), p.P = static_cast<int>(pb.P), p.R = R_read;
+    p.shared = pb.shared, p.in_place = in_place, p.scale = pb.scale;
     p.seq = seq;
     p.main = source_of(in.q, in.k, in.g, in.beta);
     p.shr = source_of(in.shared.q, in.shared.k, in.shared.g, in.shared.beta);
     p.v = device_ptr(in.v.data);
     p.cw = cw, p.cr = cr, p.meta = meta;
-    p.state_in = state_in, p.state_out = state_out;
+    p.state_in = state_in;
+    p.state = state_out ? state_out : static_cast<float*>(at(at_gstate));
     p.o = device_ptr(o), p.o_part = o_part;
-
     const index_t tasks = pb.S * pb.HV;
     if (tasks > 0) {
-      const int warps = static_cast<int>((pb.K + rows_per_warp - 1) / rows_per_warp);
-      const index_t touched = compact ? (pb.shared ? 1 : 0) + std::max(pb.kw, pb.kr) : pb.P;
-      const dim3 grid(static_cast<unsigned>(tasks), static_cast<unsigned>(touched),
-                      static_cast<unsigned>((pb.V + tile_v - 1) / tile_v));
-      const dim3 block(static_cast<unsigned>(32 * warps));
-      const std::size_t smem = recurrent_smem_bytes(warps);
-      switch (pb.decay) {
-        case decay_kind::none: recurrent_kernel<decay_kind::none, Dev><<<grid, block, smem, stream>>>(p); break;
-        case decay_kind::scalar: recurrent_kernel<decay_kind::scalar, Dev><<<grid, block, smem, stream>>>(p); break;
-        case decay_kind::diagonal: recurrent_kernel<decay_kind::diagonal, Dev><<<grid, block, smem, stream>>>(p); break;
-        case decay_kind::delta: recurrent_kernel<decay_kind::delta, Dev><<<grid, block, smem, stream>>>(p); break;
+      const std::size_t smem = generic_smem_bytes(pb.K, pb.V, pb.gate_width(), false);
+      const dim3 grid(static_cast<unsigned>(tasks), static_cast<unsigned>(pb.P));
+      generic_forward_kernel<D, Dev><<<grid, generic_threads(pb.V), smem, stream>>>(p);
+      check_launch("generic_forward_kernel", api);
+    }
+  } else {
+    if (chunked) {
+      chunk_params<Dev> c;
+      c.T = pb.T, c.H = static_cast<int>(pb.H), c.HV = static_cast<int>(pb.HV), c.K = static_cast<int>(pb.K);
+      c.V = static_cast<int>(pb.V), c.N = static_cast<int>(pb.N), c.P = static_cast<int>(pb.P), c.S = static_cast<int>(pb.S);
+      c.R = R_read, c.first_routed = rplan.first_routed, c.shared = pb.shared, c.in_place = in_place, c.scale = pb.scale;
+      c.main = source_of(in.q, in.k, in.g, in.beta);
+      c.shr = source_of(in.shared.q, in.shared.k, in.shared.g, in.shared.beta);
+      c.v = device_ptr(in.v.data);
+      c.cw = cw, c.cr = cr, c.meta = meta;
+      auto* seg_chunk = static_cast<index_t*>(at(at_segc));
+      auto* chunk_seg = static_cast<int*>(at(at_cseg));
+      auto* rec_tok = static_cast<int*>(at(at_rtok));
+      build_records(pb, rplan, chunk_len, seq, meta, rplan.flag_count ? static_cast<int*>(at(at_flags)) : nullptr, seg_chunk,
+                    chunk_seg, rec_tok, stream, scratch_pool(api), api);
+      c.rt = record_table{chunk_len, c.S, c.P, seg_chunk, chunk_seg, rec_tok, rplan.max_chunks};
+      c.state_in = state_in, c.state_out = state_out;
+      c.hbuf = static_cast<float*>(at(at_hbuf)), c.gbuf = static_cast<float*>(at(at_gbuf));
+      c.o = device_ptr(o), c.o_part = o_part;
+      if constexpr (is_delta<D>) {
+        delta_params<Dev> d;
+        static_cast<chunk_params<Dev>&>(d) = c;
+        d.l2norm = D::l2norm_qk;
+        bind_delta_buffers(d, static_cast<float*>(at(at_delta)), rplan.max_chunks, pb.HV, pb.K, pb.V, false);
+        enqueue_chunked_delta<D>(d, stream, api);
+      } else {
+        enqueue_chunked<D, Dev>(c, stream, api);
       }
-      check_launch("recurrent_kernel", api);
+    } else {
+      recurrent_params<Dev> p;
+      p.T = pb.T, p.H = static_cast<int>(pb.H), p.HV = static_cast<int>(pb.HV), p.K = static_cast<int>(pb.K);
+      p.V = static_cast<int>(pb.V), p.N = static_cast<int>(pb.N), p.P = static_cast<int>(pb.P), p.R = R_read;
+      p.shared = pb.shared, p.l2norm = D::l2norm_qk, p.in_place = in_place, p.compact = compact, p.scale = pb.scale;
+      p.seq = seq;
+      p.main = source_of(in.q, in.k, in.g, in.beta);
+      p.shr = source_of(in.shared.q, in.shared.k, in.shared.g, in.shared.beta);
+      p.v = device_ptr(in.v.data);
+      p.cw = cw, p.cr = cr, p.meta = meta;
+      p.state_in = state_in, p.state_out = state_out;
+      p.o = device_ptr(o), p.o_part = o_part;
+
+      const index_t tasks = pb.S * pb.HV;
+      if (tasks > 0) {
+        const int warps = static_cast<int>((pb.K + rows_per_warp - 1) / rows_per_warp);
+        const index_t touched = compact ? (pb.shared ? 1 : 0) + std::max(pb.kw, pb.kr) : pb.P;
+        const dim3 grid(static_cast<unsigned>(tasks), static_cast<unsigned>(touched),
+                        static_cast<unsigned>((pb.V + tile_v - 1) / tile_v));
+        const dim3 block(static_cast<unsigned>(32 * warps));
+        const std::size_t smem = recurrent_smem_bytes(warps);
+        recurrent_kernel<D, Dev><<<grid, block, smem, stream>>>(p);
+        check_launch("recurrent_kernel", api);
+      }
     }
   }
 
@@ -251,7 +305,7 @@ void run(const cuda& be, const detail::problem& pb, const inputs<Scalar>& in, co
     constexpr int threads = 256;
     const index_t rows = tokens * pb.HV, total = rows * pb.V;
     combine_kernel<Dev><<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(
-        o_part, device_ptr(o), rows, R, static_cast<int>(pb.V), static_cast<int>(pb.HV), meta, static_cast<int>(pb.N));
+        o_part, device_ptr(o), rows, R_read, static_cast<int>(pb.V), static_cast<int>(pb.HV), meta, static_cast<int>(pb.N));
     check_launch("combine_kernel", api);
   }
   // the scratch memory is released here with cudaFreeAsync, ordered after the kernels
@@ -262,13 +316,16 @@ void forward(const cuda& be, const inputs<Scalar>& in, const outputs<Scalar>& ou
              const options& opt = {}) {
   static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
   const char* api = "linstate::forward (cuda)";
-  const detail::problem pb = detail::make_problem<Spec>(api, in, out.o, out.final_state, "final_state", opt,
-                                                        /*o_given=*/true, /*host_data=*/false);
+  using D = typename Spec::decay;
+  const auto pb = detail::make_problem<Spec>(api, in, out.o, out.final_state, "final_state", opt,
+                                             /*o_given=*/true, /*host_data=*/false);
   detail::check_no_alias(api, in, out, "final_state");
   require_device_inputs(api, in);
   require_device(api, "o", out.o), require_device(api, "final_state", out.final_state);
   require_supported(api, pb);
-  run(be, pb, in, in.initial_state.data, out.final_state.data, /*in_place=*/false, out.o.data, api, wants_chunked<Algorithm>(pb));
+  if constexpr (is_generic<D>) require_generic_supported(api, pb, /*backward=*/false);
+  run<D>(be, pb, in, in.initial_state.data, out.final_state.data, /*in_place=*/false, out.o.data, api,
+         wants_chunked<Algorithm, D>(pb));
 }
 
 }  // namespace cuda_detail
@@ -299,14 +356,15 @@ void forward_in_place(const cuda& be, const inputs<Scalar>& in, const tensor_vie
   if (!in.initial_state.empty())
     detail::fail(api, "in.initial_state must be empty: the state argument is both the initial and the final state");
   if (state.empty()) detail::fail(api, "state is required: [S,P,HV,K,V] fp32");
-  const detail::problem pb = detail::make_problem<Spec>(api, in, o, state, "state", opt, /*o_given=*/true,
-                                                        /*host_data=*/false);
+  using D = typename Spec::decay;
+  const auto pb = detail::make_problem<Spec>(api, in, o, state, "state", opt, /*o_given=*/true, /*host_data=*/false);
   detail::check_no_alias(api, in, outputs<Scalar>{o, state}, "state");
   cuda_detail::require_device_inputs(api, in);
   cuda_detail::require_device(api, "o", o), cuda_detail::require_device(api, "state", state);
   cuda_detail::require_supported(api, pb);
-  cuda_detail::run(be, pb, in, state.data, state.data, /*in_place=*/true, o.data, api,
-                   cuda_detail::wants_chunked<Algorithm>(pb));
+  if constexpr (cuda_detail::is_generic<D>) cuda_detail::require_generic_supported(api, pb, /*backward=*/false);
+  cuda_detail::run<D>(be, pb, in, state.data, state.data, /*in_place=*/true, o.data, api,
+                      cuda_detail::wants_chunked<Algorithm, D>(pb));
 }
 
 //! \brief The state shape `[S, P, HV, K, V]` variant `Spec` uses for these (device) inputs; checks

@@ -1,12 +1,14 @@
 // linstate/cuda/kernels/balance.cuh — the SSE balance loss on the device (SPEC §4.9), the twin of
 // detail::balance_loss_impl (include/linstate/balance_loss.hpp), in four deterministic steps:
-//   balance_probs_kernel   one thread per token: p_t = softmax (detail::softmax, rounded to the input
-//                          type with round_to_input) and the top-kw write mask w_t (detail::in_top_k)
+//   balance_probs_kernel   one thread per token: p_t and the write mask w_t from the router policy's
+//                          R::route (router::top_k: the softmax, rounded to the input type with
+//                          round_to_input, and the top-kw set)
 //   balance_colsum_kernel  per chunk of tokens and partition n: Σ p_t[n], Σ w_t[n] in double
 //   balance_final_kernel   one block: P_n, F_n (chunks added in order), aux = (N/kw) Σ_n P_n F_n (added
 //                          in n order, as the CPU), written as float; dp_n = (N/kw) F_n / M
-//   balance_grad_kernel    one thread per token: d_logits = coefficient · p ⊙ (dp − ⟨p, dp⟩)
-//                          (overwrite or accumulate in the logits' element type)
+//   balance_grad_kernel    one thread per token: d_logits = coefficient · R::scores_backward(dp)
+//                          (router::top_k: p ⊙ (dp − ⟨p, dp⟩); overwrite or accumulate in the
+//                          logits' element type)
 // A token whose logits are not finite gets p = NaN (so the loss and every gradient become NaN).
 #pragma once
 
@@ -22,12 +24,14 @@ namespace linstate::cuda_detail {
 
 inline constexpr index_t balance_chunk = 1024;  //!< tokens per partial sum
 
-template <class Dev>
-__global__ void balance_probs_kernel(const Dev* logits, index_t M, int N, int kw, bool round_to_input, float* prob,
+//! One thread per token: the router policy's R::route gives p_t (its scores) and the write flags.
+template <class R, class Dev>
+__global__ void balance_probs_kernel(const typename R::config cfg, const Dev* logits, index_t M, int N, float* prob,
                                      float* wmask) {
   const index_t t = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= M) return;
-  float x[max_router_partitions], pr[max_router_partitions];
+  float x[max_router_partitions], pr[max_router_partitions], cw[max_router_partitions], cr[max_router_partitions];
+  std::uint8_t fl[max_router_partitions];
   bool finite = true;
   for (int n = 0; n < N; ++n) {
     x[n] = to_f32(logits[t * N + n]);
@@ -37,12 +41,10 @@ __global__ void balance_probs_kernel(const Dev* logits, index_t M, int N, int kw
     for (int n = 0; n < N; ++n) prob[t * N + n] = quiet_nan(), wmask[t * N + n] = 0.f;
     return;
   }
-  detail::softmax(x, N, pr);
-  if (round_to_input)
-    for (int n = 0; n < N; ++n) pr[n] = to_f32(from_f32<Dev>(pr[n]));
+  R::route(cfg, N, x, static_cast<const float*>(nullptr), pr, cw, cr, fl, round_to_dev<Dev>{});
   for (int n = 0; n < N; ++n) {
     prob[t * N + n] = pr[n];
-    wmask[t * N + n] = detail::in_top_k(pr, N, kw, n) ? 1.f : 0.f;
+    wmask[t * N + n] = (fl[n] & detail::route_write) ? 1.f : 0.f;
   }
 }
 
@@ -81,16 +83,18 @@ __global__ void balance_final_kernel(const double* partial, index_t chunks, inde
   }
 }
 
-template <class Dev>
-__global__ void balance_grad_kernel(const float* prob, index_t M, int N, const double* dp, float coefficient,
-                                    bool accumulate, Dev* d_logits) {
+//! One thread per token: d_logits = coefficient · (the policy's R::scores_backward of dp), in double
+//! as the CPU (router::top_k: p ⊙ (dp − ⟨p, dp⟩)).
+template <class R, class Dev>
+__global__ void balance_grad_kernel(const typename R::config cfg, const Dev* logits, const float* prob, index_t M, int N,
+                                    const double* dp, float coefficient, bool accumulate, Dev* d_logits) {
   const index_t t = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= M) return;
-  const float* p = prob + t * N;
-  double pdp = 0.0;
-  for (int n = 0; n < N; ++n) pdp += static_cast<double>(p[n]) * dp[n];
+  double x[max_router_partitions], dx[max_router_partitions];
+  for (int n = 0; n < N; ++n) x[n] = static_cast<double>(to_f32(logits[t * N + n]));
+  R::scores_backward(cfg, N, x, static_cast<const float*>(nullptr), prob + t * N, dp, dx);
   for (int n = 0; n < N; ++n) {
-    const float g = static_cast<float>(static_cast<double>(p[n]) * (dp[n] - pdp));
+    const float g = static_cast<float>(dx[n]);
     const float add = coefficient * g;
     Dev* out = d_logits + t * N + n;
     *out = accumulate ? from_f32<Dev>(to_f32(*out) + add) : from_f32<Dev>(add);

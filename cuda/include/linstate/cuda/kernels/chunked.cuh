@@ -1,5 +1,6 @@
-// linstate/cuda/kernels/chunked.cuh — the chunk-parallel forward pass of the GLA family (decays
-// none, scalar, gated_key) on the GPU, over the record table of kernels/records.cuh.
+// linstate/cuda/kernels/chunked.cuh — the chunk-parallel forward pass of family::diagonal (gates
+// none, per head, per key: decay::none, scalar, gated_key) on the GPU, over the record table of
+// kernels/records.cuh. Templated on the decay policy D; Γ is the cumulative sum of D::log_decay.
 //
 // Every (sequence, partition) stream is cut into chunks of C = 64 records (SPEC §2.3; for a routed
 // partition the records are only the tokens that write or read it). A record that reads but does not
@@ -32,10 +33,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <linstate/detail/kinds.hpp>
+#include <linstate/dynamic.hpp>
 #include <linstate/detail/router.hpp>
 
 #include "../detail/scalar.cuh"
+#include "../detail/traits.cuh"
 #include "records.cuh"
 #include "recurrent.cuh"
 #include "router.cuh"
@@ -147,16 +149,17 @@ __device__ __forceinline__ void staged_for(int total, Load&& load, Store&& store
 }
 
 //! Γ of the chunk into G: [C][K] (gated_key, ld K) or [C] (scalar); rows that do not write add 0.
-template <decay_kind D, int KP, class Dev>
+template <class D, int KP, class Dev>
 __device__ __forceinline__ void chunk_cumulative_decay(const Dev* g, int HV, int hv, int K, const chunk_record* recs, float* G) {
+  static_assert(is_diagonal<D>, "linstate (cuda): the chunked GLA kernels run family::diagonal");
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  if constexpr (D == decay_kind::diagonal) {
+  if constexpr (decay_key<D>) {
     staged_for(
         chunk_len * KP,
         [&](int e) {
           const chunk_record& r = recs[e / KP];
           const int a = e % KP;
-          return (r.wr && a < K) ? to_f32(g[r.hv * K + a]) : 0.f;
+          return (r.wr && a < K) ? to_f32(D::log_decay(g + r.hv * K, a)) : 0.f;
         },
         [&](int e, float x) { G[e] = x; });
     __syncthreads();
@@ -164,8 +167,8 @@ __device__ __forceinline__ void chunk_cumulative_decay(const Dev* g, int HV, int
       float acc = 0.f;
       for (int i = 0; i < chunk_len; ++i) acc += G[i * KP + a], G[i * KP + a] = acc;
     }
-  } else if constexpr (D == decay_kind::scalar) {
-    if (tid < chunk_len) G[tid] = recs[tid].wr ? to_f32(g[recs[tid].hv]) : 0.f;
+  } else if constexpr (decay_head<D>) {
+    if (tid < chunk_len) G[tid] = recs[tid].wr ? to_f32(D::log_decay(g + recs[tid].hv, 0)) : 0.f;
     __syncthreads();
     if (tid == 0) {
       float acc = 0.f;
@@ -176,10 +179,10 @@ __device__ __forceinline__ void chunk_cumulative_decay(const Dev* g, int HV, int
 }
 
 //! Γ_t[a] (0 for decay::none).
-template <decay_kind D, int KP>
+template <class D, int KP>
 __device__ __forceinline__ float gamma_at(const float* G, int t, int a) {
-  if constexpr (D == decay_kind::diagonal) return G[t * KP + a];
-  else if constexpr (D == decay_kind::scalar) return G[t];
+  if constexpr (decay_key<D>) return G[t * KP + a];
+  else if constexpr (decay_head<D>) return G[t];
   else return 0.f;
 }
 
@@ -188,8 +191,9 @@ __host__ __device__ constexpr int round16(int x) { return (x + 15) / 16 * 16; }
 template <class Op>
 __host__ __device__ constexpr int op_pad() { return sizeof(Op) == 2 ? 8 : 4; }
 __host__ __device__ constexpr std::size_t align128(std::size_t b) { return (b + 127) / 128 * 128; }
-__host__ __device__ constexpr int gamma_floats(decay_kind d, int KP) {
-  return d == decay_kind::diagonal ? chunk_len * KP : d == decay_kind::scalar ? chunk_len : 0;
+template <class D>
+__host__ __device__ constexpr int gamma_floats(int KP) {
+  return decay_key<D> ? chunk_len * KP : decay_head<D> ? chunk_len : 0;
 }
 
 // --- 1. chunk_state_kernel -----------------------------------------------------------------------
@@ -199,7 +203,7 @@ __host__ __device__ constexpr int gamma_floats(decay_kind d, int KP) {
 template <class Dev>
 inline constexpr int state_tile_v = 64;
 
-template <decay_kind D, class Dev>
+template <class D, class Dev>
 struct state_smem {
   using Op = Dev;  // K̃ and V are bounded by the inputs: the input type suffices
   static constexpr int TV = state_tile_v<Dev>;
@@ -209,7 +213,7 @@ struct state_smem {
     KP = round16(K), ldk = KP + op_pad<Op>(), ldv = TV + op_pad<Op>(), ldc = TV + 4;
     recs = 0;
     G = align128(recs + chunk_len * sizeof(chunk_record));
-    Kt = align128(G + gamma_floats(D, KP) * sizeof(float));
+    Kt = align128(G + gamma_floats<D>(KP) * sizeof(float));
     Vt = align128(Kt + static_cast<std::size_t>(chunk_len) * ldk * sizeof(Op));
     Cs = align128(Vt + static_cast<std::size_t>(chunk_len) * ldv * sizeof(Op));
     bytes = Cs + static_cast<std::size_t>(KP) * ldc * sizeof(float);
@@ -219,7 +223,7 @@ struct state_smem {
 //! Adj = true: the backward's adjoint of it (kernels/chunked_backward.cuh), the chunk's own part of
 //! ∂L/∂H_c, W_c = Σ_t (r_t q_t ⊙ e^{Γ_t}) dO_tᵀ: reading rows instead of writing ones, q·r·e^{Γ}
 //! instead of k·w·e^{γ−Γ}, p.v = dO and p.hbuf = the buffer of W; no decay is written.
-template <decay_kind D, class Dev, int KP, bool Adj = false>
+template <class D, class Dev, int KP, bool Adj = false>
 __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_params<Dev> p) {
   using Op = Dev;
   constexpr int TV = state_tile_v<Dev>;
@@ -277,9 +281,9 @@ __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_
     if (j < V) U[static_cast<index_t>(a) * V + j] = Cs[a * L.ldc + jj];
   }
   if (!Adj && blockIdx.z == 0) {
-    if constexpr (D == decay_kind::diagonal) {
+    if constexpr (decay_key<D>) {
       for (int a = tid; a < K; a += nt) p.gbuf[(c * HV + hv) * K + a] = __expf(G[(chunk_len - 1) * KP + a]);
-    } else if constexpr (D == decay_kind::scalar) {
+    } else if constexpr (decay_head<D>) {
       if (tid == 0) p.gbuf[c * HV + hv] = __expf(G[chunk_len - 1]);
     }
   }
@@ -289,7 +293,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_
 
 //! grid (⌈K·V / 512⌉, HV, S·P). A stream without records keeps its initial state (copied out of place,
 //! untouched in place).
-template <decay_kind D, class Dev>
+template <class D, class Dev>
 __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_params<Dev> p) {
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
   const int part = seg / p.S, s = seg % p.S;
@@ -312,8 +316,8 @@ __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_pa
     for (int u = 0; u < scan_per_thread; ++u) {
       const index_t e = e0 + u;
       un[u] = e < KV ? U[e] : 0.f;
-      if constexpr (D == decay_kind::diagonal) dn[u] = e < KV ? p.gbuf[(c * HV + hv) * K + e / V] : 1.f;
-      else if constexpr (D == decay_kind::scalar) dn[u] = p.gbuf[c * HV + hv];
+      if constexpr (decay_key<D>) dn[u] = e < KV ? p.gbuf[(c * HV + hv) * K + e / V] : 1.f;
+      else if constexpr (decay_head<D>) dn[u] = p.gbuf[c * HV + hv];
       else dn[u] = 1.f;
     }
   };
@@ -328,7 +332,7 @@ __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_pa
     for (int u = 0; u < scan_per_thread; ++u) {
       const index_t e = e0 + u;
       if (e < KV) Hc[e] = st[u];
-      if constexpr (D == decay_kind::none) st[u] += uc[u];
+      if constexpr (decay_none<D>) st[u] += uc[u];
       else st[u] = fmaf(dc[u], st[u], uc[u]);
     }
   }
@@ -348,11 +352,11 @@ __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_pa
 template <class Dev>
 inline constexpr int output_tile_v = sizeof(Dev) == 2 ? 128 : 64;
 
-template <decay_kind D, class Dev>
+template <class D, class Dev>
 struct output_smem {
   using Op = Dev;
   using Sop = state_op_t<Dev>;
-  static constexpr bool diag = D == decay_kind::diagonal;
+  static constexpr bool diag = decay_key<D>;
   static constexpr int TV = output_tile_v<Dev>;
   int KP, ldx, ldy, ldf;
   std::size_t recs, G, Qf, Kf, Xs, Ys, Of, Af, Ao, Vo, bytes;
@@ -360,7 +364,7 @@ struct output_smem {
     KP = round16(K), ldx = KP + op_pad<Op>(), ldy = TV + op_pad<Op>(), ldf = TV + 4;
     recs = 0;
     G = align128(chunk_len * sizeof(chunk_record));
-    Qf = align128(G + gamma_floats(D, KP) * sizeof(float));
+    Qf = align128(G + gamma_floats<D>(KP) * sizeof(float));
     Kf = align128(Qf + (diag ? static_cast<std::size_t>(chunk_len) * KP * sizeof(Dev) : 0));
     Xs = align128(Kf + (diag ? static_cast<std::size_t>(chunk_len) * KP * sizeof(Dev) : 0));
     Ys = align128(Xs + static_cast<std::size_t>(chunk_len) * ldx * sizeof(Op));
@@ -374,7 +378,7 @@ struct output_smem {
   }
 };
 
-template <decay_kind D, class Dev, int KP>
+template <class D, class Dev, int KP>
 __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk_params<Dev> p) {
   using Op = Dev;
   using Sop = state_op_t<Dev>;
@@ -413,17 +417,17 @@ __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk
     return (r.wr && a < K) ? to_f32(src.k[r.qk + a]) : 0.f;
   };
   auto k_at = [&](int i, int a) -> float { return k_raw(i, a) * recs[i].w; };  // w·k
-  if constexpr (D == decay_kind::diagonal) {
+  if constexpr (decay_key<D>) {
     staged_for(chunk_len * KP, [&](int e) { return q_at(e / KP, e % KP); }, [&](int e, float x) { Qf[e] = to_op<Dev>(x); });
     staged_for(chunk_len * KP, [&](int e) { return k_raw(e / KP, e % KP); }, [&](int e, float x) { Kf[e] = to_op<Dev>(x); });
     __syncthreads();
   }
   auto qv = [&](int i, int a) -> float {
-    if constexpr (D == decay_kind::diagonal) return to_f32(Qf[i * KP + a]);
+    if constexpr (decay_key<D>) return to_f32(Qf[i * KP + a]);
     else return q_at(i, a);
   };
   auto kv = [&](int i, int a) -> float {
-    if constexpr (D == decay_kind::diagonal) return to_f32(Kf[i * KP + a]) * recs[i].w;
+    if constexpr (decay_key<D>) return to_f32(Kf[i * KP + a]) * recs[i].w;
     else return k_at(i, a);
   };
 
@@ -461,7 +465,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk
   // --- intra-chunk scores A (lower triangle incl. the diagonal) ---------------------------------
   Op* Xq = reinterpret_cast<Op*>(smem_raw + L.Xs);
   Op* Yk = reinterpret_cast<Op*>(smem_raw + L.Ys);
-  if constexpr (D == decay_kind::diagonal) {
+  if constexpr (decay_key<D>) {
     for (int e = tid; e < chunk_len * L.ldf; e += nt) Af[e] = 0.f;
     for (int I = 1; I < chunk_len / 16; ++I) {  // off-diagonal blocks of sub-chunk I: one product
       const int r0 = 16 * I;
@@ -508,7 +512,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk
       const int t = e / chunk_len, j = e % chunk_len;
       float& x = Af[t * L.ldf + j];
       if (j > t) x = 0.f;
-      else if constexpr (D == decay_kind::scalar) x *= __expf(G[t] - G[j]);
+      else if constexpr (decay_head<D>) x *= __expf(G[t] - G[j]);
     }
     __syncthreads();
   }
@@ -534,13 +538,13 @@ __global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk
   }
 }
 
-//! Whether the chunked kernels take this problem (else the recurrent kernel runs).
+//! Whether the chunked kernels take this problem of a family::diagonal policy (else the recurrent kernel runs).
 inline bool chunked_supported(const detail::problem& pb) {
-  return pb.decay != decay_kind::delta && pb.K <= chunk_max_k && pb.tokens() > 0 && pb.tokens() < (index_t{1} << 31) &&
+  return pb.K <= chunk_max_k && pb.tokens() > 0 && pb.tokens() < (index_t{1} << 31) &&
          pb.S * pb.P <= 65535;
 }
 
-template <decay_kind D, class Dev, int KP>
+template <class D, class Dev, int KP>
 void set_chunk_smem(const char* api) {
   static const bool once = [api] {
     check(cudaFuncSetAttribute(chunk_state_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -555,7 +559,7 @@ void set_chunk_smem(const char* api) {
 }
 
 //! Enqueues kernels 1–3 with tiles KP wide (K ≤ KP; the record table in p.rt is built already).
-template <decay_kind D, class Dev, int KP>
+template <class D, class Dev, int KP>
 void enqueue_chunked_kp(const chunk_params<Dev>& p, cudaStream_t stream, const char* api) {
   set_chunk_smem<D, Dev, KP>(api);
   const index_t chunks = p.rt.max_chunks;
@@ -579,7 +583,7 @@ void enqueue_chunked_kp(const chunk_params<Dev>& p, cudaStream_t stream, const c
 }
 
 //! Enqueues kernels 1–3: tiles 64 keys wide for K ≤ 64, 128 wide up to chunk_max_k.
-template <decay_kind D, class Dev>
+template <class D, class Dev>
 void enqueue_chunked(const chunk_params<Dev>& p, cudaStream_t stream, const char* api) {
   if (p.K <= 64) enqueue_chunked_kp<D, Dev, 64>(p, stream, api);
   else enqueue_chunked_kp<D, Dev, 128>(p, stream, api);

@@ -1,5 +1,6 @@
-// linstate/cuda/kernels/chunked_backward.cuh — the chunk-parallel backward of the GLA family (decays
-// none, scalar, gated_key) on the GPU, every input type, over the record table of kernels/records.cuh; the
+// linstate/cuda/kernels/chunked_backward.cuh — the chunk-parallel backward of family::diagonal (gates
+// none, per head, per key: decay::none, scalar, gated_key; templated on the policy D, Γ from
+// D::log_decay) on the GPU, every input type, over the record table of kernels/records.cuh; the
 // adjoint of kernels/chunked.cuh (SPEC §2.4). It fills the per-slot partial gradients of the
 // contract in backward.cuh (Z = 1), whose combine and router-backward passes then run unchanged.
 //
@@ -68,7 +69,7 @@ __device__ __forceinline__ int write_slot(const chunk_bwd_params<Dev>& p, const 
 // --- 3. chunk_rscan_kernel -----------------------------------------------------------------------
 
 //! grid (⌈K·V / 512⌉, HV, S·P): D walks the stream's chunks backwards.
-template <decay_kind D, class Dev>
+template <class D, class Dev>
 __global__ void __launch_bounds__(scan_threads) chunk_rscan_kernel(const chunk_bwd_params<Dev> p) {
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
   const int part = seg / p.S, s = seg % p.S;
@@ -92,9 +93,9 @@ __global__ void __launch_bounds__(scan_threads) chunk_rscan_kernel(const chunk_b
       const float w = Wc[e];
       Wc[e] = d[u];
       float dec = 1.f;
-      if constexpr (D == decay_kind::diagonal) dec = p.gbuf[(c * HV + hv) * K + e / V];
-      else if constexpr (D == decay_kind::scalar) dec = p.gbuf[c * HV + hv];
-      d[u] = (D == decay_kind::none) ? d[u] + w : fmaf(dec, d[u], w);
+      if constexpr (decay_key<D>) dec = p.gbuf[(c * HV + hv) * K + e / V];
+      else if constexpr (decay_head<D>) dec = p.gbuf[c * HV + hv];
+      d[u] = (decay_none<D>) ? d[u] + w : fmaf(dec, d[u], w);
     }
   }
   if (p.dh0) {
@@ -135,7 +136,7 @@ struct grad_smem {
   }
 };
 
-template <decay_kind D, class Dev, int KP>
+template <class D, class Dev, int KP>
 __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_bwd_params<Dev> p) {
   using Op = __nv_bfloat16;  // bf16 operands for bf16 and fp16 inputs (the states' range)
   using L = grad_smem<KP>;
@@ -210,7 +211,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
 
   // --- P1: A (into Ab) and dA (into dAb) -------------------------------------------------------
   float* Af = R;  // [C][ldr]
-  if constexpr (D == decay_kind::diagonal) {
+  if constexpr (decay_key<D>) {
     Op* Xq = T1;                  // [16][ld1]
     Op* Yk = T1 + 16 * ld1;       // [48][ld1]
     for (int e = tid; e < chunk_len * ldr; e += nt) Af[e] = 0.f;
@@ -249,7 +250,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
     for (int e = tid; e < chunk_len * chunk_len; e += nt) {
       const int t = e / chunk_len, j = e % chunk_len;
       float x = Af[t * ldr + j] * recs[j].w;
-      if constexpr (D == decay_kind::scalar) x *= __expf(G[t] - G[j]);
+      if constexpr (decay_head<D>) x *= __expf(G[t] - G[j]);
       Af[t * ldr + j] = j > t ? 0.f : x;
     }
     __syncthreads();
@@ -324,7 +325,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
     for (int j = 0; j < chunk_len; ++j) acc += kf(j, a) * recs[j].w * R[j * ldr + a];
     cn[a] += acc;
   }
-  if constexpr (D == decay_kind::diagonal) {
+  if constexpr (decay_key<D>) {
     for (int J = 0; J + 1 < chunk_len / 16; ++J) {
       const int rr = 16 * J + 15, n_after = chunk_len - (rr + 1);  // rows t > rr
       __syncthreads();
@@ -359,7 +360,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
     for (int e = tid; e < chunk_len * chunk_len; e += nt) {
       const int t = e / chunk_len, j = e % chunk_len;
       float x = to_f32(dAb[t * lda + j]) * recs[t].r;
-      if constexpr (D == decay_kind::scalar) x = j > t ? 0.f : x * __expf(G[t] - G[j]);
+      if constexpr (decay_head<D>) x = j > t ? 0.f : x * __expf(G[t] - G[j]);
       T1[t * ld1 + j] = to_op<Op>(x);
     }
     __syncthreads();
@@ -400,7 +401,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
     const int t = e / KP, a = e % KP;
     R[t * ldr + a] = (recs[t].rd && a < K) ? R[t * ldr + a] * __expf(gam(t, a)) : 0.f;
   }
-  if constexpr (D == decay_kind::diagonal) {
+  if constexpr (decay_key<D>) {
     for (int I = 1; I < chunk_len / 16; ++I) {
       const int r0 = 16 * I;
       __syncthreads();
@@ -432,7 +433,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
     for (int e = tid; e < chunk_len * chunk_len; e += nt) {
       const int t = e / chunk_len, j = e % chunk_len;
       float x = to_f32(dAb[t * lda + j]) * recs[j].w;
-      if constexpr (D == decay_kind::scalar) x = j > t ? 0.f : x * __expf(G[t] - G[j]);
+      if constexpr (decay_head<D>) x = j > t ? 0.f : x * __expf(G[t] - G[j]);
       T1[t * ld1 + j] = to_op<Op>(x);
     }
     __syncthreads();
@@ -470,7 +471,7 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
 // Thread maps put consecutive rows of the chunk on consecutive lanes (row pitches K + 1, V + 1,
 // C + 1: no bank conflicts), and every sum is taken in a fixed order (deterministic).
 
-template <decay_kind D>
+template <class D>
 struct grad_exact_smem {
   int ldq, ldv, lda, ldg;
   std::size_t recs, G, Q, Kk, Vv, O, A, dA, cn, cpart, wpart, rpart, bytes;
@@ -479,7 +480,7 @@ struct grad_exact_smem {
     const std::size_t c = chunk_len;
     recs = 0;
     G = align128(c * sizeof(chunk_record));
-    const std::size_t g = D == decay_kind::diagonal ? c * ldg : c;
+    const std::size_t g = decay_key<D> ? c * ldg : c;
     Q = align128(G + g * sizeof(float));
     Kk = align128(Q + c * ldq * sizeof(float));
     Vv = align128(Kk + c * ldq * sizeof(float));
@@ -495,7 +496,7 @@ struct grad_exact_smem {
 };
 
 //! grid (max_chunks, HV), 256 threads (the maps below assume it).
-template <decay_kind D, class Dev, int KP>
+template <class D, class Dev, int KP>
 __global__ void __launch_bounds__(256) chunk_grad_exact_kernel(const chunk_bwd_params<Dev> p) {
   constexpr int C = chunk_len;
   const index_t c = blockIdx.x;
@@ -538,20 +539,20 @@ __global__ void __launch_bounds__(256) chunk_grad_exact_kernel(const chunk_bwd_p
   staged_for(
       C * V, [&](int e) { const chunk_record& r = recs[e / V]; return r.rd ? to_f32(p.dO[r.hv * V + e % V]) : 0.f; },
       [&](int e, float x) { Os[(e / V) * ldv + e % V] = x; });
-  if constexpr (D == decay_kind::diagonal) {
+  if constexpr (decay_key<D>) {
     staged_for(
-        C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.wr ? to_f32(src.g[r.hv * K + e % K]) : 0.f; },
+        C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.wr ? to_f32(D::log_decay(src.g + r.hv * K, e % K)) : 0.f; },
         [&](int e, float x) { G[(e / K) * ldg + e % K] = x; });
-  } else if constexpr (D == decay_kind::scalar) {
-    if (tid < C) G[tid] = recs[tid].wr ? to_f32(src.g[recs[tid].hv]) : 0.f;
+  } else if constexpr (decay_head<D>) {
+    if (tid < C) G[tid] = recs[tid].wr ? to_f32(D::log_decay(src.g + recs[tid].hv, 0)) : 0.f;
   }
   __syncthreads();
-  if constexpr (D == decay_kind::diagonal) {
+  if constexpr (decay_key<D>) {
     for (int a = tid; a < K; a += nt) {
       float acc = 0.f;
       for (int t = 0; t < C; ++t) acc += G[t * ldg + a], G[t * ldg + a] = acc;
     }
-  } else if constexpr (D == decay_kind::scalar) {
+  } else if constexpr (decay_head<D>) {
     if (tid == 0) {
       float acc = 0.f;
       for (int t = 0; t < C; ++t) acc += G[t], G[t] = acc;
@@ -559,12 +560,12 @@ __global__ void __launch_bounds__(256) chunk_grad_exact_kernel(const chunk_bwd_p
   }
   __syncthreads();
   auto gm = [&](int t, int a) -> float {
-    if constexpr (D == decay_kind::diagonal) return G[t * ldg + a];
-    else if constexpr (D == decay_kind::scalar) return G[t];
+    if constexpr (decay_key<D>) return G[t * ldg + a];
+    else if constexpr (decay_head<D>) return G[t];
     else return 0.f;
   };
   auto ex = [&](float x) -> float {
-    if constexpr (D == decay_kind::none) return 1.f;
+    if constexpr (decay_none<D>) return 1.f;
     else return __expf(x);
   };
 
@@ -576,10 +577,10 @@ __global__ void __launch_bounds__(256) chunk_grad_exact_kernel(const chunk_bwd_p
       float s = 0.f;
       for (int a = 0; a < K; ++a) {
         const float x = Qs[t * ldq + a] * Ks[j * ldq + a];
-        if constexpr (D == decay_kind::diagonal) s = fmaf(x, __expf(gm(t, a) - gm(j, a)), s);
+        if constexpr (decay_key<D>) s = fmaf(x, __expf(gm(t, a) - gm(j, a)), s);
         else s += x;
       }
-      if constexpr (D == decay_kind::scalar) s *= __expf(gm(t, 0) - gm(j, 0));
+      if constexpr (decay_head<D>) s *= __expf(gm(t, 0) - gm(j, 0));
       a_tj = s * recs[j].w;
       for (int v = 0; v < V; ++v) da = fmaf(Os[t * ldv + v], Vs[j * ldv + v], da);
     }
@@ -608,10 +609,10 @@ __global__ void __launch_bounds__(256) chunk_grad_exact_kernel(const chunk_bwd_p
         for (int u = 0; u < 4; ++u)
           if (v0 + u < V) acc[u] = fmaf(x, Os[t * ldv + v0 + u], acc[u]);
       }
-      const float wj = D == decay_kind::scalar ? r.w * __expf(gm(C - 1, 0) - gm(j, 0)) : r.w;
+      const float wj = decay_head<D> ? r.w * __expf(gm(C - 1, 0) - gm(j, 0)) : r.w;
       for (int a = 0; a < K; ++a) {
         float x = Ks[j * ldq + a] * wj;
-        if constexpr (D == decay_kind::diagonal) x *= __expf(gm(C - 1, a) - gm(j, a));
+        if constexpr (decay_key<D>) x *= __expf(gm(C - 1, a) - gm(j, a));
         const float* drow = Dg + static_cast<index_t>(a) * V + v0;
 #pragma unroll
         for (int u = 0; u < 4; ++u)
@@ -684,12 +685,12 @@ __global__ void __launch_bounds__(256) chunk_grad_exact_kernel(const chunk_bwd_p
 // --- 5. chunk_dg_kernel --------------------------------------------------------------------------
 
 //! One block of KP threads per (chunk, value head): thread a walks the chunk backwards.
-template <decay_kind D, class Dev, int KP>
+template <class D, class Dev, int KP>
 __global__ void __launch_bounds__(KP) chunk_dg_kernel(const chunk_bwd_params<Dev> p) {
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   __shared__ chunk_record recs[chunk_len];
-  __shared__ float rows[D == decay_kind::scalar ? chunk_len * KP : 1];
+  __shared__ float rows[decay_head<D> ? chunk_len * KP : 1];
   const int K = p.K, HV = p.HV, a = static_cast<int>(threadIdx.x);
   const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
   const chunk_where at = locate_chunk(p, c);
@@ -706,13 +707,13 @@ __global__ void __launch_bounds__(KP) chunk_dg_kernel(const chunk_bwd_params<Dev
       if (r.wr) acc -= to_f32(src.k[r.qk + a]) * p.dk[(r.hv * p.Rw + write_slot(p, r, at)) * K + a];
       val = acc + cna;
     }
-    if constexpr (D == decay_kind::diagonal) {
+    if constexpr (decay_key<D>) {
       if (r.wr && a < K) p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + a] = val;
     } else {
       rows[t * KP + a] = val;
     }
   }
-  if constexpr (D == decay_kind::scalar) {
+  if constexpr (decay_head<D>) {
     __syncthreads();
     for (int t = a; t < chunk_len; t += KP) {
       const chunk_record& r = recs[t];
@@ -734,7 +735,7 @@ bool chunked_backward_supported(const detail::problem& pb) {
   return chunked_supported(pb) && pb.V <= bwd_chunk_max_v;
 }
 
-template <decay_kind D, class Dev, int KP>
+template <class D, class Dev, int KP>
 void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, cudaStream_t stream, const char* api) {
   set_chunk_smem<D, Dev, KP>(api);
   static const bool once = [api] {
@@ -789,14 +790,14 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
       check_launch("chunk_grad_exact_kernel", api);
     }
     // 5. dg
-    if (want_dg && D != decay_kind::none) {
+    if (want_dg && !decay_none<D>) {
       chunk_dg_kernel<D, Dev, KP><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), KP, 0, stream>>>(p);
       check_launch("chunk_dg_kernel", api);
     }
   }
 }
 
-template <decay_kind D, class Dev>
+template <class D, class Dev>
 void enqueue_chunked_backward(const chunk_bwd_params<Dev>& p, bool want_dg, cudaStream_t stream, const char* api) {
   if (p.kp == 64) enqueue_chunked_backward_kp<D, Dev, 64>(p, want_dg, stream, api);
   else enqueue_chunked_backward_kp<D, Dev, 128>(p, want_dg, stream, api);

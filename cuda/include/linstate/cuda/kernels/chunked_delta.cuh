@@ -1,5 +1,6 @@
-// linstate/cuda/kernels/chunked_delta.cuh — the chunk-parallel gated delta rule on the GPU, forward
-// and backward (SPEC §3.2, the WY form), over the record table of kernels/records.cuh; the GPU
+// linstate/cuda/kernels/chunked_delta.cuh — the chunk-parallel delta family (the gated delta rule)
+// on the GPU, forward and backward (SPEC §3.2, the WY form; the per-token log-decay and β̃ from the
+// policy's D::log_decay and D::write_strength, l2 normalisation by its l2norm_qk trait), over the record table of kernels/records.cuh; the GPU
 // counterpart of the CPU's run_chunked_delta / run_chunked_delta_backward (backend/cpu/kernels.hpp,
 // chunked_delta_backward.hpp), with the same notation.
 //
@@ -181,9 +182,10 @@ struct delta_prep_smem {
   }
 };
 
-//! grid (max_chunks, HV).
-template <class Dev>
+//! grid (max_chunks, HV). The log-decays and β̃ come from the policy (D::log_decay, D::write_strength).
+template <class D, class Dev>
 __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_params<Dev> p) {
+  static_assert(is_delta<D>, "linstate (cuda): the chunked delta-rule kernels run family::delta");
   using namespace delta_detail;
   constexpr int C = chunk_len;
   const index_t c = blockIdx.x;
@@ -214,8 +216,8 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
       [&](int e, float x) { Qs[(e / K) * lk + e % K] = x; });
   if (tid < C) {
     const chunk_record& r = recs[tid];
-    G[tid] = r.wr ? to_f32(src.g[r.hv]) : 0.f;
-    b[tid] = r.wr ? to_f32(src.beta[r.hv]) * r.w : 0.f;
+    G[tid] = r.wr ? to_f32(D::log_decay(src.g + r.hv, 0)) : 0.f;
+    b[tid] = r.wr ? D::write_strength(to_f32(src.beta[r.hv]), r.w) : 0.f;
   }
   __syncthreads();
   if (tid == 0) {
@@ -816,7 +818,7 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
       if (lane == 0) {
         if (p.dbeta) p.dbeta[r.hv * p.Rw + wsl] = r.w * db[i];
         if (p.dg) p.dg[r.hv * p.Rw + wsl] = dG[i];
-        if (at.routed && p.dcw) p.dcw[r.hv * p.N + at.n] = to_f32(src.beta[r.hv]) * db[i];
+        if (at.routed && p.dcw) p.dcw[r.hv * p.N + at.n] = to_f32(src.beta[r.hv]) * db[i];  // ∂β̃/∂w = β
       }
     }
   }
@@ -824,13 +826,14 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
 
 // --- host side ---------------------------------------------------------------------------------------
 
-//! Whether the chunked delta-rule kernels take this problem (else the recurrent kernels run).
+//! Whether the chunked delta-rule kernels take this problem of a family::delta policy (else the
+//! recurrent kernels run).
 inline bool delta_chunked_supported(const detail::problem& pb) {
-  return pb.decay == decay_kind::delta && pb.K <= chunk_max_k && pb.K % 4 == 0 && pb.V % 4 == 0 && pb.tokens() > 0 &&
+  return pb.K <= chunk_max_k && pb.K % 4 == 0 && pb.V % 4 == 0 && pb.tokens() > 0 &&
          pb.tokens() < (index_t{1} << 31) && pb.S * pb.P <= 65535;
 }
 
-template <class Dev>
+template <class D, class Dev>
 void set_delta_smem(int K, const char* api) {
   static const bool once = [api] {
     // sized for the largest K (chunk_max_k): the attribute is a ceiling, each launch passes its own size
@@ -838,7 +841,7 @@ void set_delta_smem(int K, const char* api) {
     auto set = [api](const void* f, std::size_t bytes, const char* name) {
       check(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), name, api);
     };
-    set(reinterpret_cast<const void*>(delta_prep_kernel<Dev>), delta_prep_smem(k).bytes, "cudaFuncSetAttribute(delta_prep_kernel)");
+    set(reinterpret_cast<const void*>(delta_prep_kernel<D, Dev>), delta_prep_smem(k).bytes, "cudaFuncSetAttribute(delta_prep_kernel)");
     set(reinterpret_cast<const void*>(delta_state_kernel<Dev>), delta_state_smem(k).bytes, "cudaFuncSetAttribute(delta_state_kernel)");
     set(reinterpret_cast<const void*>(delta_output_kernel<Dev>), delta_output_smem(k).bytes,
         "cudaFuncSetAttribute(delta_output_kernel)");
@@ -850,12 +853,12 @@ void set_delta_smem(int K, const char* api) {
 }
 
 //! Kernels 1–2: the per-chunk WY quantities and the states entering each chunk (and the final state).
-template <class Dev>
+template <class D, class Dev>
 void enqueue_delta_states(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
-  set_delta_smem<Dev>(p.K, api);
+  set_delta_smem<D, Dev>(p.K, api);
   const index_t chunks = p.rt.max_chunks;
   if (chunks > 0) {
-    delta_prep_kernel<Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_threads,
+    delta_prep_kernel<D, Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_threads,
                              delta_prep_smem(p.K).bytes, stream>>>(p);
     check_launch("delta_prep_kernel", api);
   }
@@ -866,9 +869,9 @@ void enqueue_delta_states(const delta_params<Dev>& p, cudaStream_t stream, const
 }
 
 //! The chunked forward: kernels 1–3 (the record table in p.rt is built already).
-template <class Dev>
+template <class D, class Dev>
 void enqueue_chunked_delta(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
-  enqueue_delta_states(p, stream, api);
+  enqueue_delta_states<D>(p, stream, api);
   const index_t chunks = p.rt.max_chunks;
   if (chunks > 0) {
     const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV),
@@ -879,11 +882,11 @@ void enqueue_chunked_delta(const delta_params<Dev>& p, cudaStream_t stream, cons
 }
 
 //! The chunked backward: kernels 1–2 (no final state), 4 and 5 into the per-slot partials.
-template <class Dev>
+template <class D, class Dev>
 void enqueue_chunked_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
   delta_params<Dev> fwd = p;
   fwd.state_out = nullptr, fwd.in_place = false;
-  enqueue_delta_states(fwd, stream, api);
+  enqueue_delta_states<D>(fwd, stream, api);
   const dim3 grid(static_cast<unsigned>((p.V + delta_scan_tile - 1) / delta_scan_tile), static_cast<unsigned>(p.HV),
                   static_cast<unsigned>(p.S * p.P));
   delta_rscan_kernel<Dev><<<grid, delta_threads, delta_rscan_smem(p.K).bytes, stream>>>(p);

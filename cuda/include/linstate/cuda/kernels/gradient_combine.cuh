@@ -5,12 +5,12 @@
 //    that order (value heads, then slots ascending, then V groups), rounded once to the element type.
 //    One thread per output element (per four when E % 4 == 0: slot_sum4_kernel), no atomics. A token
 //    whose router logits are not finite gets NaN.
-//  * router_bwd_kernel: one thread per token: the probabilities again (detail::softmax, rounded to the
-//    input type with round_to_input: the router_kernel's own numbers), ∂L/∂(write weight) and ∂L/∂(read
-//    weight) of each selected partition summed over value heads (and V groups), then exactly the CPU's
-//    cpu_detail::router_backward: through the renormalisation (c_n = p_n / Σ_sel p) when it is on, zero
-//    for an unused gate side, then dlogit = p ⊙ (dp − ⟨p, dp⟩). Rounding to the input type passes the
-//    gradient through unchanged (straight-through), as on the CPU.
+//  * router_bwd_kernel: one thread per token: the scores and flags again from the router policy's
+//    R::route (with the router_kernel's rounding: its own numbers), ∂L/∂(write weight) and ∂L/∂(read
+//    weight) of each selected partition summed over value heads (and V groups), then the policy's
+//    R::weights_backward — the function the CPU backend runs (router::top_k: through the
+//    renormalisation when it is on, zero for an unused gate side, then the softmax backward;
+//    rounding to the input type passes the gradient through unchanged).
 #pragma once
 
 #include <cstdint>
@@ -88,12 +88,13 @@ __global__ void slot_sum4_kernel(const slot_sum_args a, Dev* out) {
   o[0] = from_f32<Dev>(acc.x), o[1] = from_f32<Dev>(acc.y), o[2] = from_f32<Dev>(acc.z), o[3] = from_f32<Dev>(acc.w);
 }
 
-template <class Dev>
+template <class R, class Dev>
 struct router_bwd_params {
+  typename R::config cfg{};             // the router policy's resolved configuration (by value)
   index_t tokens = 0;
   int N = 1, HV = 1, Z = 1;
-  bool gate_write = true, gate_read = true, renormalize = false, round_to_input = false;
   const Dev* logits = nullptr;          // [tokens, N]
+  const float* params = nullptr;        // the policy's router_params (device), or null
   const std::uint32_t* meta = nullptr;  // [tokens, N] router_kernel's flags
   const float* dcw = nullptr;           // [Z, tokens, HV, N] (entries of written partitions)
   const float* dcr = nullptr;           // [Z, tokens, HV, N] (entries of read partitions)
@@ -101,12 +102,14 @@ struct router_bwd_params {
   Dev* dlogits = nullptr;               // [tokens, N]
 };
 
-template <class Dev>
-__global__ void router_bwd_kernel(const router_bwd_params<Dev> p) {
+template <class R, class Dev>
+__global__ void router_bwd_kernel(const router_bwd_params<R, Dev> p) {
   const index_t t = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= p.tokens) return;
   const int N = p.N;
-  float x[max_router_partitions], pr[max_router_partitions], dp[max_router_partitions];
+  float x[max_router_partitions], pr[max_router_partitions], dw[max_router_partitions], dr[max_router_partitions];
+  float dx[max_router_partitions], work[max_router_partitions];
+  std::uint8_t fl[max_router_partitions];
   const index_t base = t * N;
   bool finite = true;
   for (int n = 0; n < N; ++n) {
@@ -117,39 +120,25 @@ __global__ void router_bwd_kernel(const router_bwd_params<Dev> p) {
     for (int n = 0; n < N; ++n) p.dlogits[base + n] = from_f32<Dev>(quiet_nan());
     return;
   }
-  detail::softmax(x, N, pr);
-  if (p.round_to_input)
-    for (int n = 0; n < N; ++n) pr[n] = to_f32(from_f32<Dev>(pr[n]));
-  for (int n = 0; n < N; ++n) dp[n] = 0.f;
-  for (int side = 0; side < 2; ++side) {
-    if (!(side == 0 ? p.gate_write : p.gate_read)) continue;
-    const std::uint32_t bit = side == 0 ? detail::route_write : detail::route_read;
-    const float* dcx = side == 0 ? p.dcw : p.dcr;
-    // x ← ∂L/∂c_n summed over value heads (and V groups), selected partitions only
-    for (int n = 0; n < N; ++n) {
-      float acc = 0.f;
-      if (p.meta[base + n] & bit)
-        for (int hv = 0; hv < p.HV; ++hv) {
-          float v = 0.f;
-          for (int z = 0; z < p.Z; ++z) v += dcx[z * p.zstride + (t * p.HV + hv) * N + n];
-          acc += v;
-        }
-      x[n] = acc;
+  // the forward's scores and flags, recomputed by the policy (its weights land in dw / dr, unused)
+  R::route(p.cfg, N, x, p.params, pr, dw, dr, fl, round_to_dev<Dev>{});
+  // ∂L/∂c_n summed over value heads (and V groups), for the selected partitions of each side
+  for (int n = 0; n < N; ++n) {
+    float aw = 0.f, ar = 0.f;
+    const bool wsel = fl[n] & detail::route_write, rsel = fl[n] & detail::route_read;
+    for (int hv = 0; hv < p.HV; ++hv) {
+      float vw = 0.f, vr = 0.f;
+      for (int z = 0; z < p.Z; ++z) {
+        const index_t at = z * p.zstride + (t * p.HV + hv) * N + n;
+        if (wsel) vw += p.dcw[at];
+        if (rsel) vr += p.dcr[at];
+      }
+      aw += vw, ar += vr;
     }
-    if (!p.renormalize) {
-      for (int n = 0; n < N; ++n)
-        if (p.meta[base + n] & bit) dp[n] += x[n];
-    } else {  // c_n = p_n / S, S = Σ_{m∈sel} p_m:  dp_m += dc_m / S − Σ_n dc_n p_n / S²  (m ∈ sel)
-      float S = 0.f, cross = 0.f;
-      for (int n = 0; n < N; ++n)
-        if (p.meta[base + n] & bit) S += pr[n], cross += x[n] * pr[n];
-      for (int m = 0; m < N; ++m)
-        if (p.meta[base + m] & bit) dp[m] += x[m] / S - cross / (S * S);
-    }
+    dw[n] = aw, dr[n] = ar;
   }
-  float pdp = 0.f;
-  for (int n = 0; n < N; ++n) pdp += pr[n] * dp[n];
-  for (int n = 0; n < N; ++n) p.dlogits[base + n] = from_f32<Dev>(pr[n] * (dp[n] - pdp));
+  R::weights_backward(p.cfg, N, x, p.params, pr, fl, dw, dr, dx, work);
+  for (int n = 0; n < N; ++n) p.dlogits[base + n] = from_f32<Dev>(dx[n]);
 }
 
 }  // namespace linstate::cuda_detail

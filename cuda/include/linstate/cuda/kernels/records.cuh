@@ -156,7 +156,7 @@ struct record_plan {
 
 inline record_plan plan_records(const detail::problem& pb, int C) {
   record_plan rp;
-  const bool routed = pb.router == detail::router_kind::top_k;
+  const bool routed = pb.routed;
   rp.first_routed = routed ? (pb.shared ? 1 : 0) : static_cast<int>(pb.P);
   index_t identity_chunks = 0;
   for (std::size_t s = 0; s + 1 < pb.seq.size(); ++s) identity_chunks += (pb.seq[s + 1] - pb.seq[s] + C - 1) / C;

@@ -1,15 +1,19 @@
 // linstate/cuda/kernels/recurrent.cuh — the token-by-token recurrence on the device (SPEC §2.1,
 // §3.1, §4.5), the CUDA twin of cpu_detail::run_recurrent.
 //
+// Templated on the decay policy D (family::diagonal or family::delta; traits in detail/traits.cuh):
+// the gates come from D::log_decay, the delta rule's write strength from D::write_strength. A
+// family::recurrent_only policy runs kernels/generic.cuh instead.
+//
 // One thread block per (sequence s, value head hv, partition p, V-tile of 32 columns). The block
 // holds the K×32 fp32 state tile in registers for the whole stream: lane j owns column v0 + j and
 // warp w owns rows 32w … 32w+31 (one register per row), so a block has ceil(K/32) warps and K ≤ 512.
 // A partition sees the tokens of its sequence in time order with per-token write/read flags and
 // weights (router::top_k: from router_kernel; the shared partition, partition::single and
 // router::dense: every token, weight 1). Per token:
-//   stage q, k (and e^{g} for gated_key) in shared memory, zero-padded to the warp rows;
-//   gated_key / scalar / none:  h[a,j] = e^{g_a} h[a,j] + (cw k_a) v_j
-//   gated_delta_rule:           u_j = β cw (v_j − e^{g} Σ_a k̂_a h[a,j]),  h[a,j] = e^{g} h[a,j] + k̂_a u_j
+//   stage q, k (and e^{λ} for a per-key gate) in shared memory, zero-padded to the warp rows;
+//   family::diagonal (gate key / head / none, λ = D::log_decay):  h[a,j] = e^{λ_a} h[a,j] + (cw k_a) v_j
+//   family::delta (b = D::write_strength(β, cw)):   u_j = b (v_j − e^{λ} Σ_a k̂_a h[a,j]),  h[a,j] = e^{λ} h[a,j] + k̂_a u_j
 //   read:                       o_j = s · cr · Σ_a q̂_a h[a,j]     (reduced across warps in a fixed order)
 // A token that neither writes nor reads the partition is skipped: the state is not touched (bit-
 // identical freeze, SPEC §8.5). The state is loaded at the partition's first selected token and, in
@@ -24,16 +28,15 @@
 
 #include <cstdint>
 
-#include <linstate/detail/kinds.hpp>
+#include <linstate/dynamic.hpp>
 #include <linstate/detail/router.hpp>
 #include <linstate/tensor.hpp>
 
 #include "../detail/scalar.cuh"
+#include "../detail/traits.cuh"
 #include "router.cuh"
 
 namespace linstate::cuda_detail {
-
-using detail::decay_kind;
 
 inline constexpr int tile_v = 32;                  //!< state columns per block (one per lane)
 inline constexpr int rows_per_warp = 32;           //!< state rows per warp (one register per row)
@@ -45,7 +48,7 @@ template <class Dev>
 struct device_source {
   const Dev* q = nullptr;     // [B,T,H,K]
   const Dev* k = nullptr;     // [B,T,H,K]
-  const Dev* g = nullptr;     // [B,T,HV,K] (gated_key), [B,T,HV] (scalar, delta) or null
+  const Dev* g = nullptr;     // [B,T,HV,gate_width(D::gate, K, V)]: per key, per value, per head ([B,T,HV]) or null
   const Dev* beta = nullptr;  // [B,T,HV] or null
 };
 
@@ -85,8 +88,9 @@ __device__ __forceinline__ float warp_sum(T x) {
 
 // Two blocks of 512 threads per multiprocessor cap the kernel at 64 registers: the 32 state registers
 // plus addressing, with a few bytes of spill (ptxas -v), at twice the resident warps of a 128 cap.
-template <decay_kind D, class Dev>
+template <class D, class Dev>
 __global__ void __launch_bounds__(tile_v * max_warps, 2) recurrent_kernel(const recurrent_params<Dev> p) {
+  static_assert(is_diagonal<D> || is_delta<D>, "linstate (cuda): recurrent_kernel runs the diagonal and delta families");
   extern __shared__ float smem[];
   const int nw = static_cast<int>(blockDim.x) / 32;
   const int KP = nw * rows_per_warp;  // K padded to whole warps
@@ -154,16 +158,16 @@ __global__ void __launch_bounds__(tile_v * max_warps, 2) recurrent_kernel(const 
     for (int a = static_cast<int>(threadIdx.x); a < KP; a += static_cast<int>(blockDim.x)) {
       const bool in = a < K;
       qs[a] = (rd && in) ? to_f32(src.q[qk + a]) : 0.f;
-      if constexpr (D == decay_kind::delta) ks[a] = (wr && in) ? to_f32(src.k[qk + a]) : 0.f;
+      if constexpr (is_delta<D>) ks[a] = (wr && in) ? to_f32(src.k[qk + a]) : 0.f;
       else ks[a] = (wr && in) ? to_f32(src.k[qk + a]) * cw : 0.f;
-      if constexpr (D == decay_kind::diagonal) gs[a] = (wr && in) ? expf(to_f32(src.g[(t * HV + hv) * K + a])) : 1.f;
+      if constexpr (decay_key<D>) gs[a] = (wr && in) ? expf(to_f32(D::log_decay(src.g + (t * HV + hv) * K, a))) : 1.f;
     }
     __syncthreads();
 
     const float vj = (wr && col) ? to_f32(p.v[(t * HV + hv) * V + j]) : 0.f;
     float qf = p.scale * cr;  // read factor
     float acc = 0.f;
-    if constexpr (D == decay_kind::delta) {
+    if constexpr (is_delta<D>) {
       float rk = 1.f;
       if (p.l2norm) {  // every warp forms both norms itself (shuffles, no extra barrier)
         float sq = 0.f, sk = 0.f;
@@ -173,8 +177,8 @@ __global__ void __launch_bounds__(tile_v * max_warps, 2) recurrent_kernel(const 
         rk = 1.f / sqrtf(sk + 1e-6f);
       }
       if (wr) {
-        const float decay = expf(to_f32(src.g[t * HV + hv]));
-        const float b = to_f32(src.beta[t * HV + hv]) * cw;  // SPEC §11 C9: the write gate scales β
+        const float decay = expf(to_f32(D::log_decay(src.g + t * HV + hv, 0)));
+        const float b = D::write_strength(to_f32(src.beta[t * HV + hv]), cw);  // SPEC §11 C9: the write gate scales β
         float hk = 0.f;
 #pragma unroll
         for (int r = 0; r < rows_per_warp; ++r) hk += ks[w * rows_per_warp + r] * hreg[r];
@@ -201,14 +205,14 @@ __global__ void __launch_bounds__(tile_v * max_warps, 2) recurrent_kernel(const 
       }
     } else {
       float decay = 1.f;
-      if constexpr (D == decay_kind::scalar)
-        if (wr) decay = expf(to_f32(src.g[t * HV + hv]));
+      if constexpr (decay_head<D>)
+        if (wr) decay = expf(to_f32(D::log_decay(src.g + t * HV + hv, 0)));
       if (wr && rd) {
 #pragma unroll
         for (int r = 0; r < rows_per_warp; ++r) {
           const int a = w * rows_per_warp + r;
-          if constexpr (D == decay_kind::none) hreg[r] += ks[a] * vj;
-          else if constexpr (D == decay_kind::scalar) hreg[r] = decay * hreg[r] + ks[a] * vj;
+          if constexpr (decay_none<D>) hreg[r] += ks[a] * vj;
+          else if constexpr (decay_head<D>) hreg[r] = decay * hreg[r] + ks[a] * vj;
           else hreg[r] = gs[a] * hreg[r] + ks[a] * vj;
           acc += qs[a] * hreg[r];
         }
@@ -216,8 +220,8 @@ __global__ void __launch_bounds__(tile_v * max_warps, 2) recurrent_kernel(const 
 #pragma unroll
         for (int r = 0; r < rows_per_warp; ++r) {
           const int a = w * rows_per_warp + r;
-          if constexpr (D == decay_kind::none) hreg[r] += ks[a] * vj;
-          else if constexpr (D == decay_kind::scalar) hreg[r] = decay * hreg[r] + ks[a] * vj;
+          if constexpr (decay_none<D>) hreg[r] += ks[a] * vj;
+          else if constexpr (decay_head<D>) hreg[r] = decay * hreg[r] + ks[a] * vj;
           else hreg[r] = gs[a] * hreg[r] + ks[a] * vj;
         }
       } else {

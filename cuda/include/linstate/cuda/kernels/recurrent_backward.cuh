@@ -27,6 +27,8 @@
 //           dk̂ = β̃ (Dh w − a P du),  dg = a (⟨Dh, P⟩ − β̃ ⟨du, pk⟩),  Dh ← a (Dh − β̃ k̂ duᵀ)
 //   then dh0 = Dh.
 // A token that neither writes nor reads the partition is skipped (its flags come from router_kernel).
+// Templated on the decay policy D (family::diagonal or family::delta; detail/traits.cuh): gates from
+// D::log_decay, the delta rule's β̃ from D::write_strength. family::recurrent_only: kernels/generic.cuh.
 //
 // Reductions: over rows (column quantities: dv, du, pk, the forward's hᵀk) through shared memory
 // across the row warps; over columns (row quantities: hd, dkv, Dh·P, …) by a transposing butterfly
@@ -38,11 +40,12 @@
 
 #include <cstdint>
 
-#include <linstate/detail/kinds.hpp>
+#include <linstate/dynamic.hpp>
 #include <linstate/detail/router.hpp>
 #include <linstate/tensor.hpp>
 
 #include "../detail/scalar.cuh"
+#include "../detail/traits.cuh"
 #include "recurrent.cuh"
 #include "router.cuh"
 
@@ -136,8 +139,9 @@ __device__ __forceinline__ float row_reduce(int lane, F&& f) {
   return a[0];
 }
 
-template <decay_kind D, class Dev>
+template <class D, class Dev>
 __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(const bwd_params<Dev> p) {
+  static_assert(is_diagonal<D> || is_delta<D>, "linstate (cuda): recurrent_bwd_kernel runs the diagonal and delta families");
   extern __shared__ float smem[];
   const int rw = p.rw, cg = p.cg, NW = rw * cg, KP = rw * 32;
   float* qs = smem;              // [KP] raw q of the token (0 beyond K)
@@ -153,7 +157,7 @@ __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(co
   const int K = p.K, V = p.V, HV = p.HV, H = p.H, N = p.N, P = p.P, C = p.segment;
   const index_t slice = static_cast<index_t>(NW) * bwd_tile_floats;
   const index_t my = static_cast<index_t>(w) * bwd_tile_floats + lane;  // + 32 r: this thread's floats of a slice
-  constexpr bool delta = D == decay_kind::delta;
+  constexpr bool delta = is_delta<D>;
   const bool l2 = delta && p.l2norm;
   float* const segb = p.segbuf + static_cast<index_t>(blockIdx.x) * C * slice;
 
@@ -206,7 +210,7 @@ __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(co
       for (int a = tid; a < KP; a += static_cast<int>(blockDim.x)) {
         const bool in = a < K;
         ks[a] = in ? to_f32(src.k[qk + a]) : 0.f;
-        if constexpr (D == decay_kind::diagonal) gs[a] = in ? expf(to_f32(src.g[(t * HV + hv) * K + a])) : 1.f;
+        if constexpr (decay_key<D>) gs[a] = in ? expf(to_f32(D::log_decay(src.g + (t * HV + hv) * K, a))) : 1.f;
       }
       __syncthreads();
       const float vj = col ? to_f32(p.v[(t * HV + hv) * V + j]) : 0.f;
@@ -217,8 +221,8 @@ __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(co
           for (int a = lane; a < KP; a += 32) sk += ks[a] * ks[a];
           rk = 1.f / sqrtf(warp_sum(sk) + 1e-6f);
         }
-        const float decay = expf(to_f32(src.g[t * HV + hv]));
-        const float b = to_f32(src.beta[t * HV + hv]) * cw;  // SPEC §11 C9
+        const float decay = expf(to_f32(D::log_decay(src.g + t * HV + hv, 0)));
+        const float b = D::write_strength(to_f32(src.beta[t * HV + hv]), cw);  // SPEC §11 C9
         float hk = 0.f;
 #pragma unroll
         for (int r = 0; r < rows_per_warp; ++r) hk += ks[rwid * 32 + r] * hc[r];
@@ -231,13 +235,13 @@ __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(co
         for (int r = 0; r < rows_per_warp; ++r) hc[r] = decay * hc[r] + ks[rwid * 32 + r] * u;
       } else {
         float decay = 1.f;
-        if constexpr (D == decay_kind::scalar) decay = expf(to_f32(src.g[t * HV + hv]));
+        if constexpr (decay_head<D>) decay = expf(to_f32(D::log_decay(src.g + t * HV + hv, 0)));
 #pragma unroll
         for (int r = 0; r < rows_per_warp; ++r) {
           const int a = rwid * 32 + r;
           const float kk = ks[a] * cw;
-          if constexpr (D == decay_kind::none) hc[r] += kk * vj;
-          else if constexpr (D == decay_kind::scalar) hc[r] = decay * hc[r] + kk * vj;
+          if constexpr (decay_none<D>) hc[r] += kk * vj;
+          else if constexpr (decay_head<D>) hc[r] = decay * hc[r] + kk * vj;
           else hc[r] = gs[a] * hc[r] + kk * vj;
         }
       }
@@ -298,7 +302,7 @@ __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(co
           const bool in = a < K;
           qs[a] = (rd && in) ? to_f32(src.q[qk + a]) : 0.f;
           ks[a] = (wr && in) ? to_f32(src.k[qk + a]) : 0.f;
-          if constexpr (D == decay_kind::diagonal) gs[a] = (wr && in) ? expf(to_f32(src.g[(t * HV + hv) * K + a])) : 1.f;
+          if constexpr (decay_key<D>) gs[a] = (wr && in) ? expf(to_f32(D::log_decay(src.g + (t * HV + hv) * K, a))) : 1.f;
         }
         __syncthreads();
         float rq = 1.f, rk = 1.f;  // 1 / ‖·‖ (delta rule with l2norm)
@@ -326,9 +330,9 @@ __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(co
           load(cnt == 0 ? ck : segb + (cnt - 1) * slice);  // hc = the state before the token
           const float vj = col ? to_f32(p.v[row * V + j]) : 0.f;
           if constexpr (delta) {
-            decay = expf(to_f32(src.g[row]));
+            decay = expf(to_f32(D::log_decay(src.g + row, 0)));
             beta = to_f32(src.beta[row]);
-            bt = beta * rt.cw;
+            bt = D::write_strength(beta, rt.cw);  // ∂bt/∂β = cw, ∂bt/∂cw = β (SPEC §11 C9)
             float du = 0.f, pk = 0.f, dP = 0.f;
 #pragma unroll
             for (int r = 0; r < rows_per_warp; ++r) {
@@ -357,7 +361,7 @@ __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(co
           } else {
             const float dkv = row_reduce(lane, [&](int r) { return Dh[r] * vj; });
             rrow[cg * KP + c * KP + rwid * 32 + lane] = dkv;
-            if constexpr (D != decay_kind::none) {
+            if constexpr (!decay_none<D>) {
               const float dgp = row_reduce(lane, [&](int r) { return Dh[r] * hc[r]; });
               rrow[2 * cg * KP + c * KP + rwid * 32 + lane] = dgp;
             }
@@ -365,10 +369,10 @@ __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(co
 #pragma unroll
             for (int r = 0; r < rows_per_warp; ++r) dv += Dh[r] * (rt.cw * ks[rwid * 32 + r]);
             rcol[w * 32 + lane] = dv;
-            if constexpr (D == decay_kind::scalar) decay = expf(to_f32(src.g[row]));
-            if constexpr (D == decay_kind::scalar || D == decay_kind::diagonal) {
+            if constexpr (decay_head<D>) decay = expf(to_f32(D::log_decay(src.g + row, 0)));
+            if constexpr (decay_head<D> || decay_key<D>) {
 #pragma unroll
-              for (int r = 0; r < rows_per_warp; ++r) Dh[r] *= D == decay_kind::scalar ? decay : gs[rwid * 32 + r];
+              for (int r = 0; r < rows_per_warp; ++r) Dh[r] *= decay_head<D> ? decay : gs[rwid * 32 + r];
             }
           }
         }
@@ -384,7 +388,7 @@ __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(co
             for (int cc = 0; cc < cg; ++cc) x1 += rrow[(cg + cc) * KP + a], x2 += rrow[(2 * cg + cc) * KP + a];
           if constexpr (delta) x1 = bt * x1 - bt * decay * x2;  // dk̂
           float sq = qs[a] * hd, sk = ks[a] * x1, sg = 0.f;
-          if constexpr (D == decay_kind::scalar) sg = decay * x2;
+          if constexpr (decay_head<D>) sg = decay * x2;
           sq = warp_sum(sq), sk = warp_sum(sk), sg = warp_sum(sg);
           if (lane == 0) rs_r[w] = sq, rs_r[rw + w] = sk, rs_r[2 * rw + w] = sg;
         }
@@ -412,7 +416,7 @@ __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(co
               else dk = rt.cw * x1;
               p.dk[z * p.zs_k + (row * p.Rw + rt.ws) * K + a] = dk;
             }
-            if constexpr (D == decay_kind::diagonal)
+            if constexpr (decay_key<D>)
               if (wr && p.dg) p.dg[z * p.zs_g + (row * p.Rw + rt.ws) * K + a] = gs[a] * x2;
           }
           if (tid == 0) {
@@ -428,7 +432,7 @@ __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(co
                 if (p.dg) p.dg[z * p.zs_g + row * p.Rw + rt.ws] = decay * (dP - bt * dupk);
               } else {
                 if (routed && p.dcw) p.dcw[at_c] = S_k;
-                if constexpr (D == decay_kind::scalar)
+                if constexpr (decay_head<D>)
                   if (p.dg) p.dg[z * p.zs_g + row * p.Rw + rt.ws] = S_g;
               }
             }

@@ -1,8 +1,9 @@
-// linstate/cuda/kernels/router.cuh — the top-k router on the device (SPEC §4.4, §11 C1–C3).
+// linstate/cuda/kernels/router.cuh — a routing router policy on the device (SPEC §4.4, §11 C1–C3).
 //
-// One thread per token: fp32 softmax of the N logits, top-kw write set and top-kr read set with the
-// lowest-index tie rule (detail::softmax and detail::in_top_k, the very functions the CPU backend
-// runs), and per (token, partition) the write weight, the read weight and a 32-bit word
+// One thread per token: the router policy's own R::route (router/top_k.hpp: fp32 softmax, top-kw
+// write set and top-kr read set with the lowest-index tie rule, the gate weights — the very function
+// the CPU backend and the reference run; `Round` rounds to the input type), and per (token,
+// partition) the write weight, the read weight and a 32-bit word
 //   bits 0–1  detail::route_write | detail::route_read
 //   bit  2    route_nonfinite: this token's logits hold NaN or ±inf (then no routed partition is
 //             written or read, and the token's output row is set to NaN)
@@ -41,13 +42,27 @@ __host__ __device__ __forceinline__ int route_wslot(std::uint32_t f) {
 //! Largest N the device router accepts (it keeps the N logits of a token in thread-local memory).
 inline constexpr int max_router_partitions = 256;
 
+//! Rounds an fp32 value to the element type Dev and back: the `Round` functor the router policies
+//! take (used with round_to_input).
 template <class Dev>
+struct round_to_dev {
+  __host__ __device__ float operator()(float x) const {
+#if defined(__CUDA_ARCH__)
+    return to_f32(from_f32<Dev>(x));
+#else
+    return x;  // never called on the host: the router runs on the device only
+#endif
+  }
+};
+
+template <class R, class Dev>
 struct router_params {
+  typename R::config cfg{};       // the router policy's resolved configuration (by value)
   index_t tokens = 0;
-  int N = 0, kw = 1, kr = 1;
-  bool gate_write = true, gate_read = true, renormalize = false, round_to_input = false;
+  int N = 0;
   int first_slot = 0;             // 1 with a shared partition (it owns slot 0)
   const Dev* logits = nullptr;    // [tokens, N]
+  const float* params = nullptr;  // the policy's router_params [N] / [N,m] (device), or null
   float* cw = nullptr;            // [tokens, N] write weight (0 where not written)
   float* cr = nullptr;            // [tokens, N] read weight (0 where not read)
   std::uint32_t* meta = nullptr;  // [tokens, N] flags, read slot and write slot (above)
@@ -55,12 +70,15 @@ struct router_params {
   index_t row = 0;                // HV·V
 };
 
-template <class Dev>
-__global__ void router_kernel(const router_params<Dev> p) {
+//! One thread per token: the finiteness check, then the policy's R::route (scores, flags, weights,
+//! written straight into cw / cr), then the slot numbering of the meta words.
+template <class R, class Dev>
+__global__ void router_kernel(const router_params<R, Dev> p) {
   const index_t t = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= p.tokens) return;
   const int N = p.N;
   float x[max_router_partitions], pr[max_router_partitions];
+  std::uint8_t fl[max_router_partitions];
   bool finite = true;
   for (int n = 0; n < N; ++n) {
     x[n] = to_f32(p.logits[t * N + n]);
@@ -73,25 +91,13 @@ __global__ void router_kernel(const router_params<Dev> p) {
       for (index_t i = 0; i < p.row; ++i) p.o_nan[t * p.row + i] = from_f32<Dev>(quiet_nan());
     return;
   }
-  detail::softmax(x, N, pr);
-  if (p.round_to_input)
-    for (int n = 0; n < N; ++n) pr[n] = to_f32(from_f32<Dev>(pr[n]));
-  float sw = 0.f, sr = 0.f;
+  R::route(p.cfg, N, x, p.params, pr, p.cw + base, p.cr + base, fl, round_to_dev<Dev>{});
   std::uint32_t slot = static_cast<std::uint32_t>(p.first_slot), wslot = slot;
   for (int n = 0; n < N; ++n) {
-    std::uint32_t f = 0;
-    if (detail::in_top_k(pr, N, p.kw, n)) f |= detail::route_write, sw += pr[n];
-    if (detail::in_top_k(pr, N, p.kr, n)) f |= detail::route_read, sr += pr[n];
+    std::uint32_t f = fl[n] & (detail::route_write | detail::route_read);
     if (f & detail::route_read) f |= slot++ << route_slot_shift;
     if (f & detail::route_write) f |= wslot++ << route_wslot_shift;
     p.meta[base + n] = f;
-  }
-  for (int n = 0; n < N; ++n) {
-    const std::uint32_t f = p.meta[base + n];
-    const float pw = p.renormalize ? pr[n] / sw : pr[n];
-    const float pq = p.renormalize ? pr[n] / sr : pr[n];
-    p.cw[base + n] = (f & detail::route_write) ? (p.gate_write ? pw : 1.f) : 0.f;
-    p.cr[base + n] = (f & detail::route_read) ? (p.gate_read ? pq : 1.f) : 0.f;
   }
 }
 
