@@ -12,6 +12,10 @@
 //   // g.q, g.k, g.v, g.g, g.shared.{q,k,g}, g.router_logits, g.initial_state: tensor<double>
 // \endcode
 //
+// The write's adjoint is the decay policy's own `step_adjoint`, evaluated in double per value column,
+// and the router's is its `weights_backward` in double: the formulas below are those of the shipped
+// policies (linstate/transition.hpp, router/top_k.hpp); a user's policy brings its own.
+//
 // Loss convention: L = Σ o·dO + Σ h_T·dht (dht empty = 0). Per stream (sequence s, value head hv,
 // partition p; key head h = hv / (HV/H); s = read scale; cw, cr = write / read weight of the step,
 // 1 for the shared partition and router::dense, 0 where the token does not write / read), with the
