@@ -59,6 +59,23 @@ LINSTATE_HOST_DEVICE constexpr index_t gate_width(gate_extent e, index_t K, inde
   return e == gate_extent::none ? 0 : e == gate_extent::head ? 1 : e == gate_extent::key ? K : V;
 }
 
+//! The family tests every backend branches on (traits only, never which policy it is). The gate
+//! tests are true for the diagonal family only.
+namespace detail {
+template <class D>
+inline constexpr bool is_delta = std::is_same_v<typename D::family, family::delta>;
+template <class D>
+inline constexpr bool is_diagonal = std::is_same_v<typename D::family, family::diagonal>;
+template <class D>
+inline constexpr bool is_generic = std::is_same_v<typename D::family, family::recurrent_only>;
+template <class D>
+inline constexpr bool decay_key = is_diagonal<D> && D::gate == gate_extent::key;
+template <class D>
+inline constexpr bool decay_head = is_diagonal<D> && D::gate == gate_extent::head;
+template <class D>
+inline constexpr bool decay_none = is_diagonal<D> && D::gate == gate_extent::none;
+}  // namespace detail
+
 //! \brief One value column of a K×V state (or a K-long accumulator): element i at `p[i·stride]`.
 //! The backends choose the stride (row-major state: V; a transposed copy or a per-thread array: 1).
 template <class T>

@@ -77,6 +77,43 @@ void require_absent(const std::string& api, const char* name, const tensor_view<
   if (!t.empty()) fail(api, std::string(name) + " was given (shape " + t.shape.str() + ") but " + why);
 }
 
+//! The messages make_problem gives that name a policy, built once per policy: make_problem runs on
+//! every decode step, and nothing is formatted there unless a check fails.
+template <class D>
+struct decay_messages {
+  static const char* gate_meaning() {
+    static const std::string m = std::string(D::gate == gate_extent::key     ? "([B,T,HV,K] per-key log-decay of "
+                                             : D::gate == gate_extent::value ? "([B,T,HV,V] per-value gate of "
+                                                                             : "([B,T,HV] scalar log-decay of ") +
+                                 D::name + ")";
+    return m.c_str();
+  }
+  static const char* no_gate() {
+    static const std::string m = std::string(D::name) + " takes no gate";
+    return m.c_str();
+  }
+  static const char* no_beta() {
+    static const std::string m =
+        std::string(D::name) + " takes no beta (only a policy with uses_beta, e.g. decay::gated_delta_rule)";
+    return m.c_str();
+  }
+};
+template <class R>
+struct router_messages {
+  static const char* params() {
+    static const std::string m = std::string("(the router parameters of ") + R::name + ")";
+    return m.c_str();
+  }
+  static const char* no_params() {
+    static const std::string m = std::string(R::name) + " takes no router_params";
+    return m.c_str();
+  }
+  static const char* no_logits() {
+    static const std::string m = std::string(R::name) + " takes no logits";
+    return m.c_str();
+  }
+};
+
 //! Resolves Spec + inputs + options into a problem, checking every shape. `state` is the view that
 //! will receive the final state (final_state, or the in-place state); `state_name` names it.
 //! Only shapes are read from the views, except the router-logit finiteness check, which reads the
@@ -123,16 +160,12 @@ problem_for<typename Spec::router> make_problem(const std::string& api, const in
   const shape_t g_shape = D::gate == gate_extent::key     ? shape_t{pb.B, pb.T, pb.HV, pb.K}
                           : D::gate == gate_extent::value ? shape_t{pb.B, pb.T, pb.HV, pb.V}
                                                           : shape_t{pb.B, pb.T, pb.HV};
-  const std::string g_meaning = std::string(D::gate == gate_extent::key     ? "([B,T,HV,K] per-key log-decay of "
-                                            : D::gate == gate_extent::value ? "([B,T,HV,V] per-value gate of "
-                                                                            : "([B,T,HV] scalar log-decay of ") +
-                                D::name + ")";
-  const std::string no_gate = std::string(D::name) + " takes no gate";
-  const std::string no_beta = std::string(D::name) + " takes no beta (only a policy with uses_beta, e.g. decay::gated_delta_rule)";
-  if constexpr (D::gate == gate_extent::none) require_absent(api, "g", in.g, no_gate.c_str());
-  else require_shape(api, "g", in.g, g_shape, g_meaning.c_str());
+  using dmsg = decay_messages<D>;
+  using rmsg = router_messages<R>;
+  if constexpr (D::gate == gate_extent::none) require_absent(api, "g", in.g, dmsg::no_gate());
+  else require_shape(api, "g", in.g, g_shape, dmsg::gate_meaning());
   if constexpr (D::uses_beta) require_shape(api, "beta", in.beta, {pb.B, pb.T, pb.HV}, "([B,T,HV] write strength)");
-  else require_absent(api, "beta", in.beta, no_beta.c_str());
+  else require_absent(api, "beta", in.beta, dmsg::no_beta());
 
   // --- partitions ------------------------------------------------------------------------------
   pb.shared = Pt::has_shared;
@@ -159,10 +192,10 @@ problem_for<typename Spec::router> make_problem(const std::string& api, const in
   if constexpr (Pt::has_shared) {
     require_shape(api, "shared.q", in.shared.q, {pb.B, pb.T, pb.H, pb.K}, "(like q: [B,T,H,K])");
     require_shape(api, "shared.k", in.shared.k, {pb.B, pb.T, pb.H, pb.K}, "(like q: [B,T,H,K])");
-    if constexpr (D::gate == gate_extent::none) require_absent(api, "shared.g", in.shared.g, no_gate.c_str());
-    else require_shape(api, "shared.g", in.shared.g, g_shape, g_meaning.c_str());
+    if constexpr (D::gate == gate_extent::none) require_absent(api, "shared.g", in.shared.g, dmsg::no_gate());
+    else require_shape(api, "shared.g", in.shared.g, g_shape, dmsg::gate_meaning());
     if constexpr (D::uses_beta) require_shape(api, "shared.beta", in.shared.beta, {pb.B, pb.T, pb.HV}, "([B,T,HV])");
-    else require_absent(api, "shared.beta", in.shared.beta, no_beta.c_str());
+    else require_absent(api, "shared.beta", in.shared.beta, dmsg::no_beta());
   } else {
     const char* why = "the variant has no shared partition (use partition::routed<N, partition::shared>)";
     require_absent(api, "shared.q", in.shared.q, why);
@@ -180,10 +213,9 @@ problem_for<typename Spec::router> make_problem(const std::string& api, const in
     require_shape(api, "router_logits", in.router_logits, {pb.B, pb.T, pb.N}, "([B,T,N] router logits)");
     if constexpr (R::params_per_partition > 0) {
       const shape_t want = R::params_per_partition == 1 ? shape_t{pb.N} : shape_t{pb.N, R::params_per_partition};
-      const std::string what = std::string("(the router parameters of ") + R::name + ")";
-      require_shape(api, "router_params", in.router_params, want, what.c_str());
+      require_shape(api, "router_params", in.router_params, want, rmsg::params());
     } else {
-      require_absent(api, "router_params", in.router_params, (std::string(R::name) + " takes no router_params").c_str());
+      require_absent(api, "router_params", in.router_params, rmsg::no_params());
     }
     // The top-k sets are defined on finite probabilities (SPEC §4.4): NaN or ±inf logits are refused.
     // (Only where the data is host memory: device backends pass host_data = false and check on the device.)
@@ -194,8 +226,8 @@ problem_for<typename Spec::router> make_problem(const std::string& api, const in
   } else {
     if (opt.num_writer != dynamic || opt.num_reader != dynamic || opt.gates)
       fail(api, std::string("options.num_writer / num_reader / gates are set but the variant's router is ") + R::name);
-    require_absent(api, "router_logits", in.router_logits, (std::string(R::name) + " takes no logits").c_str());
-    require_absent(api, "router_params", in.router_params, (std::string(R::name) + " takes no router_params").c_str());
+    require_absent(api, "router_logits", in.router_logits, rmsg::no_logits());
+    require_absent(api, "router_params", in.router_params, rmsg::no_params());
     pb.kw = pb.kr = static_cast<int>(pb.N);
   }
 

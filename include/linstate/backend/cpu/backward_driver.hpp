@@ -39,7 +39,7 @@ template <class D, class R, class Scalar>
 void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const cotangents<Scalar>& dout,
                   const gradients<Scalar>& gr, index_t chunk, bool gather) {
   const index_t S = pb.S, H = pb.H, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P, N = pb.N, G = HV / H;
-  constexpr bool generic = is_family_of<D, family::recurrent_only>;
+  constexpr bool generic = detail::is_generic<D>;
   const index_t gk = std::max<index_t>(pb.gate_width(), 1);  // gate entries per (token, value head)
   const bool routed = pb.routed;
   detail::routing rt;

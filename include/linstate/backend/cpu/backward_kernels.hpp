@@ -84,8 +84,8 @@ inline void recurrent_update(const problem& pb, const source<Scalar>& src, index
     load(src.k + (t * H + h) * K, k, K, cw);
     for (index_t i = 0; i < K; ++i) {
       float a = 1.f;
-      if constexpr (gate_key<D>) a = std::exp(detail::to_float(D::log_decay(src.g + (t * HV + hv) * K, i)));
-      if constexpr (gate_head<D>) a = std::exp(detail::to_float(D::log_decay(src.g + t * HV + hv, 0)));
+      if constexpr (decay_key<D>) a = std::exp(detail::to_float(D::log_decay(src.g + (t * HV + hv) * K, i)));
+      if constexpr (decay_head<D>) a = std::exp(detail::to_float(D::log_decay(src.g + t * HV + hv, 0)));
       float* __restrict row = hs + i * V;
       const float ki = k[i];
       for (index_t j = 0; j < V; ++j) row[j] = a * row[j] + ki * v[j];
@@ -244,17 +244,17 @@ void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const 
           dk[a2] += cw * dkv;
           dcw += kraw[a2] * dkv;
           float ea = 1.f;
-          if constexpr (gate_key<D>) {
+          if constexpr (decay_key<D>) {
             ea = std::exp(detail::to_float(D::log_decay(src.g + (t * HV + tg.hv) * K, a2)));
             tg.dg[(t - tg.tok0) * K + a2] += ea * dgp;
-          } else if constexpr (gate_head<D>) {
+          } else if constexpr (decay_head<D>) {
             ea = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
             dgs += ea * dgp;
           }
-          if constexpr (!gate_none<D>)
+          if constexpr (!decay_none<D>)
             for (index_t j = 0; j < V; ++j) row[j] *= ea;
         }
-        if constexpr (gate_head<D>) tg.dg[t - tg.tok0] += dgs;
+        if constexpr (decay_head<D>) tg.dg[t - tg.tok0] += dgs;
         if (tg.dcw) tg.dcw[i] = dcw;
       }
     }

@@ -155,7 +155,7 @@ template <class D, class Scalar>
 void run_chunked_backward(const problem& pb, const source<Scalar>& src, const stream& st, const bwd_target<Scalar>& tg,
                           index_t C, chunk_bwd_scratch& sc) {
   static_assert(!is_delta<D>, "chunked delta rule backward: see chunked_delta_backward.hpp");
-  constexpr bool decays = !gate_none<D>;
+  constexpr bool decays = !decay_none<D>;
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, KV = K * V;
   const index_t NC = (st.n + C - 1) / C;
   if (sc.states.size() < static_cast<std::size_t>((NC + 1) * KV)) sc.states.resize(static_cast<std::size_t>((NC + 1) * KV));
@@ -196,7 +196,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
         rows(W,
              [&](index_t i, index_t, index_t t) {
                auto Gi = sc.G.row(i);
-               if constexpr (gate_key<D>) {
+               if constexpr (decay_key<D>) {
                  load(src.g + (t * HV + tg.hv) * K, sc.grow.data(), K);
                  const float* __restrict gr = sc.grow.data();
                  double* __restrict gd = Gi.data();
@@ -378,9 +378,9 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
         Eigen::Map<RowVec>(tg.dk + tl * K, K) += st.wgt_w(s) * sc.rk;
         if (tg.dcw) tg.dcw[s] = sc.Kr.row(i).dot(sc.rk);
         Eigen::Map<RowVec>(tg.dv + tl * V, V) += dV.row(i);
-        if constexpr (gate_key<D>) {
+        if constexpr (decay_key<D>) {
           Eigen::Map<RowVec>(tg.dg + tl * K, K) += DG.row(i);
-        } else if constexpr (gate_head<D>) {
+        } else if constexpr (decay_head<D>) {
           tg.dg[tl] += DG.row(i).sum();
         }
       }

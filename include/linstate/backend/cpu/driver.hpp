@@ -88,7 +88,7 @@ inline stream partition_stream(const problem& pb, index_t s, index_t p, bool rou
 template <class D, class R, class Scalar>
 void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, float* state, Scalar* o,
          index_t chunk, bool gather) {
-  constexpr bool generic = is_family_of<D, family::recurrent_only>;
+  constexpr bool generic = detail::is_generic<D>;
   const index_t S = pb.S, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P;
   detail::routing rt;
   routed_streams rs;

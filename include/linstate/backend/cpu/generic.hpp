@@ -27,6 +27,7 @@ struct generic_scratch {
   std::vector<float> ckpt;  // [segments, V, K]
   std::vector<float> seg;   // [segment + 1, V, K]
   std::vector<float> Dh;    // [V, K]
+  std::vector<index_t> slot_of;  // [segment] which `seg` slot holds the state after each step
   void reserve(index_t K, index_t V, index_t GW) {
     const auto nk = static_cast<std::size_t>(K), nv = static_cast<std::size_t>(V);
     S.resize(nk * nv), Dh.resize(nk * nv);
@@ -129,7 +130,8 @@ void run_recurrent_generic_backward(const problem& pb, const source<Scalar>& src
   float* Dh = sc.Dh.data();
   if (tg.dht) to_columns(tg.dht, Dh, K, V);
   else std::fill(Dh, Dh + KV, 0.f);
-  std::vector<index_t> slot_of(static_cast<std::size_t>(segment));
+  std::vector<index_t>& slot_of = sc.slot_of;
+  slot_of.resize(static_cast<std::size_t>(segment));
   for (index_t sg = nseg - 1; sg >= 0; --sg) {
     const index_t b = sg * segment, e = std::min(st.n, b + segment);
     std::memcpy(sc.seg.data(), sc.ckpt.data() + sg * KV, static_cast<std::size_t>(KV) * sizeof(float));

@@ -22,15 +22,12 @@
 namespace linstate::cpu_detail {
 
 using detail::problem;
-//! What the CPU kernels ask of a decay policy: its family and the extent of its gate (traits only).
-template <class D>
-inline constexpr bool is_delta = is_family_of<D, family::delta>;
-template <class D>
-inline constexpr bool gate_key = D::gate == gate_extent::key;
-template <class D>
-inline constexpr bool gate_head = D::gate == gate_extent::head;
-template <class D>
-inline constexpr bool gate_none = D::gate == gate_extent::none;
+//! What the CPU kernels ask of a decay policy: its family and the extent of its gate (traits only;
+//! linstate/transition.hpp).
+using detail::decay_head;
+using detail::decay_key;
+using detail::decay_none;
+using detail::is_delta;
 
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using RowVec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
@@ -154,17 +151,17 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
       }
     } else {
       load(src.k + (t * H + tg.h) * K, k, K, cw);
-      if constexpr (gate_key<D>) {
+      if constexpr (decay_key<D>) {
         const Scalar* gp = src.g + (t * HV + tg.hv) * K;
         for (index_t a = 0; a < K; ++a) g[a] = std::exp(detail::to_float(gp[a]));
-      } else if constexpr (gate_head<D>) {
+      } else if constexpr (decay_head<D>) {
         const float e = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
         std::fill(g, g + K, e);
       }
       for (index_t a = 0; a < K; ++a) {
         float* __restrict row = hs + a * V;
         const float ka = k[a], qa = q[a];
-        if constexpr (gate_none<D>) {
+        if constexpr (decay_none<D>) {
           if (r)
             for (index_t j = 0; j < V; ++j) {
               row[j] += ka * v[j];
@@ -275,10 +272,10 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
         std::fill(krow, krow + K, 0.f);
         std::fill(vrow, vrow + V, 0.f);
       }
-      if constexpr (!gate_none<D>) {
+      if constexpr (!decay_none<D>) {
         float* grow = sc.G.row(i).data();
         if (!w) std::fill(grow, grow + K, 0.f);
-        else if constexpr (gate_key<D>) load(src.g + (t * HV + tg.hv) * K, grow, K);
+        else if constexpr (decay_key<D>) load(src.g + (t * HV + tg.hv) * K, grow, K);
         else std::fill(grow, grow + K, detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
         if (i > 0) sc.G.row(i) += sc.G.row(i - 1);  // Γ: inclusive cumulative sum inside the chunk (fp32)
       }
@@ -289,7 +286,7 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
     auto Vc = sc.Vc.topRows(m);
     auto A = sc.A.topLeftCorner(m, m);
     auto O = sc.O.topRows(m);
-    if constexpr (gate_none<D>) {
+    if constexpr (decay_none<D>) {
       if (any_r) {
         O.noalias() = Q * Hm;
         if (any_w) {

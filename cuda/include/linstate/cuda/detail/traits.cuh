@@ -17,19 +17,12 @@
 
 namespace linstate::cuda_detail {
 
-template <class D>
-inline constexpr bool is_delta = is_family_of<D, family::delta>;
-template <class D>
-inline constexpr bool is_diagonal = is_family_of<D, family::diagonal>;
-template <class D>
-inline constexpr bool is_generic = is_family_of<D, family::recurrent_only>;
-//! The diagonal family's three gates (false for every other family).
-template <class D>
-inline constexpr bool decay_key = is_diagonal<D> && D::gate == gate_extent::key;
-template <class D>
-inline constexpr bool decay_head = is_diagonal<D> && D::gate == gate_extent::head;
-template <class D>
-inline constexpr bool decay_none = is_diagonal<D> && D::gate == gate_extent::none;
+using detail::decay_head;
+using detail::decay_key;
+using detail::decay_none;
+using detail::is_delta;
+using detail::is_diagonal;
+using detail::is_generic;
 
 //! One static_assert naming the family (or trait) the CUDA backend has no kernel for, and the fix.
 //! Called by every host entry point before a kernel is chosen: a policy never falls back to another
