@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 //! \file examples/linstate_run.cpp
 //! \brief `linstate-run`: runs one golden-data case folder (see shared/fixtures/README.md) through
-//! linstate on the CPU and writes the output `o.npy` and the final state `ht.npy`; when the folder
+//! linstate on the CPU or, when built with CUDA, on the GPU (`--backend cuda`), and writes the output `o.npy` and the final state `ht.npy`; when the folder
 //! holds the output cotangent `do.npy`, it also runs the backward pass and writes the gradient
 //! `d<name>.npy` of every input of the case.
 //!
 //! \verbatim
 //!   linstate-run CASE_DIR OUT_DIR [--algorithm recurrent|chunked] [--strategy mask|varlen]
+//!                [--backend cpu|cuda]
 //! \endverbatim
+//!
+//! The two backends run the same code (`linstate_run::run_case` in linstate_run.hpp, over
+//! linstate::testing::cpu_runner or linstate::testing::cuda_runner): same outputs, checks and
+//! messages. The GPU part is linstate_run_cuda.cu, compiled by nvcc when linstate is built with CUDA
+//! (LINSTATE_RUN_CUDA = 1); without it `--backend cuda` is refused with exit status 2.
 //!
 //! The program is also the example of how a run-time configuration (the fields of case.json) is
 //! mapped onto linstate's static variant types:
@@ -28,8 +34,10 @@
 //! dtype, shape that contradicts case.json, unknown value, unknown option) ends the program with a
 //! non-zero status and one line on stderr, `linstate-run: <file>: <problem>`. Everything is read,
 //! checked and computed (forward and backward) before anything is written, and all outputs are
-//! written to temporary names and renamed into place at the end, so a failed run leaves OUT_DIR as
-//! it was (a malformed `do.npy` fails the whole run: not even o.npy is written).
+//! written to temporary names and moved into place at the end, all or none: a failed run leaves
+//! OUT_DIR as it was (a malformed `do.npy` fails the whole run: not even o.npy is written; an output
+//! name taken by a directory fails it before any file is replaced, and a failure while moving puts
+//! back the files already replaced).
 //! Exit status: 0 success, 1 bad input or failed run, 2 bad command line.
 
 #include <algorithm>
@@ -53,13 +61,29 @@
 
 #include <linstate/io/npy.hpp>
 #include <linstate/linstate.hpp>
+#include <linstate/testing/gradcheck.hpp>
 #include <nlohmann/json.hpp>
+
+#include "linstate_run.hpp"
+
+#ifndef LINSTATE_RUN_CUDA
+#define LINSTATE_RUN_CUDA 0
+#endif
+
+namespace linstate_run {
+#if LINSTATE_RUN_CUDA
+//! The case on linstate::cuda (linstate_run_cuda.cu): run_case over linstate::testing::cuda_runner.
+//! Throws linstate::error when there is no usable GPU.
+case_outputs run_case_cuda(const case_config& c, const case_inputs& ci, algorithm algo, strategy strat);
+#endif
+}  // namespace linstate_run
 
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using linstate::index_t;
+using namespace linstate_run;
 
 // ============================================================================================
 // Errors
@@ -86,21 +110,22 @@ std::string shape_str(const std::vector<index_t>& shape) {
 // Command line
 // ============================================================================================
 
-enum class algorithm { recurrent, chunked };
-enum class strategy { mask, varlen };
+enum class backend { cpu, cuda };
 
 struct command_line {
   fs::path case_dir, out_dir;
   std::optional<algorithm> algo;  // empty: the case's `mode` decides
   std::optional<strategy> strat;  // empty: mask
+  backend where = backend::cpu;
   bool help = false;
 };
 
 constexpr const char* usage_text =
     "usage: linstate-run CASE_DIR OUT_DIR [--algorithm recurrent|chunked] [--strategy mask|varlen]\n"
+    "                    [--backend cpu|cuda]\n"
     "\n"
     "Runs the operator described by CASE_DIR/case.json (a golden-data case folder, see\n"
-    "shared/fixtures/README.md) on the CPU with linstate, reading the input .npy files of the\n"
+    "shared/fixtures/README.md) on the CPU (or the GPU) with linstate, reading the input .npy files of the\n"
     "folder, and writes OUT_DIR/o.npy (the output [B,T,H,V]) and OUT_DIR/ht.npy (the final state:\n"
     "GLA [S,H,K,V], SSE [S,1+N,H,K,V]) as float32. OUT_DIR is created if missing.\n"
     "\n"
@@ -115,6 +140,8 @@ constexpr const char* usage_text =
     "                  Default: the case's mode (fused_recurrent -> recurrent, chunk -> chunked).\n"
     "  --strategy S    SSE strategy: mask (every partition on every token) or varlen (each\n"
     "                  partition on its routed tokens only). Default: mask. No effect on GLA.\n"
+    "  --backend B     cpu (Eigen, OpenMP threads) or cuda (the first GPU; needs a linstate-run\n"
+    "                  built with CUDA). Default: cpu. Same outputs, checks and messages.\n"
     "  -h, --help      print this help and exit.\n"
     "\n"
     "On bad input (do.npy included) nothing is written; one line on stderr names the file and\n"
@@ -144,6 +171,12 @@ command_line parse_command_line(int argc, char** argv) {
       if (*s == "mask") cl.strat = strategy::mask;
       else if (*s == "varlen") cl.strat = strategy::varlen;
       else throw usage_error("unknown --strategy '" + *s + "' (expected mask or varlen)");
+    } else if (auto b = value_of(i, arg, "--backend")) {
+      if (*b == "cpu") cl.where = backend::cpu;
+      else if (*b == "cuda") cl.where = backend::cuda;
+      else throw usage_error("unknown --backend '" + *b + "' (expected cpu or cuda)");
+      if (cl.where == backend::cuda && !LINSTATE_RUN_CUDA)
+        throw usage_error("--backend cuda: this linstate-run was built without CUDA (configure linstate with nvcc found, -Dcuda=enabled)");
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw usage_error("unknown option '" + arg + "' (try --help)");
     } else {
@@ -162,20 +195,6 @@ command_line parse_command_line(int argc, char** argv) {
 // ============================================================================================
 // case.json
 // ============================================================================================
-
-//! The configuration values of one case, checked for type and range.
-struct case_config {
-  std::string name;
-  bool sse = false;                  // kind: "gla" or "sse"
-  algorithm mode = algorithm::chunked;  // mode: "chunk" or "fused_recurrent"
-  index_t B = 0, T = 0, H = 0, K = 0, V = 0, S = 0;
-  float scale = 1.f;
-  bool initial_state = false;
-  std::vector<std::int64_t> cu_seqlens;  // empty when case.json has null
-  // SSE only
-  int N = 0, num_writer = 0, num_reader = 0;
-  bool emulq = false, emulk = false;
-};
 
 //! Typed, checked access to the fields of a JSON object; every error names the file and the field.
 class fields {
@@ -321,22 +340,6 @@ void check_cu_seqlens_file(const fs::path& case_dir, const case_config& c) {
   if (a.to_vector<std::int64_t>() != c.cu_seqlens) throw run_error(file, "offsets differ from cu_seqlens in case.json");
 }
 
-//! Everything one forward call reads, owned. The fixture names map onto linstate's:
-//! GLA q,k,v,g as they are; SSE q2,k2,g2 -> q,k,g (routed partitions), q1,k1,g1 -> shared.q,k,g,
-//! eta -> router_logits, h0 -> initial_state.
-struct case_inputs {
-  linstate::tensor<float> q, k, v, g, q1, k1, g1, eta, h0;
-  linstate::tensor<float> dO;  // do.npy [B,T,H,V]; empty when the folder has none (no backward)
-  bool backward = false;       // do.npy is present
-};
-
-//! Shape of the state as linstate sees it: [S, P, H, K, V] (P = 1 for GLA, 1 + N for SSE). The
-//! fixture's GLA state [S, H, K, V] has the same memory layout, with the partition axis dropped.
-std::vector<index_t> state_shape(const case_config& c, bool fixture_layout) {
-  if (!c.sse) return fixture_layout ? std::vector<index_t>{c.S, c.H, c.K, c.V} : std::vector<index_t>{c.S, 1, c.H, c.K, c.V};
-  return {c.S, 1 + c.N, c.H, c.K, c.V};
-}
-
 case_inputs read_inputs(const fs::path& dir, const case_config& c) {
   const std::vector<index_t> qk{c.B, c.T, c.H, c.K}, vv{c.B, c.T, c.H, c.V};
   case_inputs in;
@@ -360,122 +363,6 @@ case_inputs read_inputs(const fs::path& dir, const case_config& c) {
     in.backward = true;
   }
   return in;
-}
-
-// ============================================================================================
-// Run-time configuration -> static variant types
-// ============================================================================================
-
-namespace pt = linstate::partition;
-namespace rt = linstate::router;
-
-//! Gated Linear Attention: all four slots at their defaults.
-struct gla : linstate::spec<> {};
-
-//! SSE-GLA with every size chosen at run time: N routed partitions plus the shared one, a top-k
-//! router whose kw, kr and gate use come from linstate::options.
-struct sse : gla {
-  using partition = pt::routed<linstate::dynamic, pt::shared>;
-  using router = rt::top_k<linstate::dynamic, linstate::dynamic, rt::top_k_options{.dynamic_gates = true}>;
-};
-
-//! Calls `f` with the algorithm tag that matches the run-time choice.
-template <class F>
-void with_algorithm(algorithm a, F&& f) {
-  if (a == algorithm::recurrent) f(linstate::recurrent{});
-  else f(linstate::chunked<64>{});
-}
-
-//! Calls `f` with the strategy tag that matches the run-time choice.
-template <class F>
-void with_strategy(strategy s, F&& f) {
-  if (s == strategy::mask) f(linstate::mask{});
-  else f(linstate::varlen{});
-}
-
-//! emulk = the router probability multiplies the write (key side), emulq = the read (query side).
-rt::gate gate_of(bool emulq, bool emulk) {
-  if (emulq && emulk) return rt::gate::both;
-  if (emulk) return rt::gate::write;
-  if (emulq) return rt::gate::read;
-  return rt::gate::none;
-}
-
-//! One gradient file: its name (without .npy), its shape in the fixtures' layout, its values.
-struct gradient_file {
-  std::string name;
-  std::vector<index_t> shape;
-  linstate::tensor<float> values;
-};
-
-//! The outputs, in linstate's layout: o [B,T,H,V] and the final state [S,P,H,K,V]; with do.npy also
-//! the gradients, in the order they are listed by --help.
-struct case_outputs {
-  linstate::tensor<float> o, ht;
-  std::vector<gradient_file> grads;
-};
-
-case_outputs run_case(const case_config& c, const case_inputs& ci, algorithm algo, strategy strat) {
-  linstate::inputs<float> in{.q = ci.q.view(), .k = ci.k.view(), .v = ci.v.view(), .g = ci.g.view()};
-  if (c.initial_state) in.initial_state = ci.h0.view();
-  if (!c.cu_seqlens.empty()) in.cu_seqlens = c.cu_seqlens;
-
-  const auto s = state_shape(c, false);
-  case_outputs out{linstate::tensor<float>({c.B, c.T, c.H, c.V}),
-                   linstate::tensor<float>(linstate::shape_t::from_range(s.begin(), s.end())), {}};
-  const linstate::outputs<float> o{out.o.view(), out.ht.view()};
-
-  linstate::options opt{.scale = c.scale};
-  if (c.sse) {
-    in.shared = {.q = ci.q1.view(), .k = ci.k1.view(), .g = ci.g1.view()};
-    in.router_logits = ci.eta.view();
-    opt.num_partitions = c.N;
-    opt.num_writer = c.num_writer;
-    opt.num_reader = c.num_reader;
-    opt.gates = gate_of(c.emulq, c.emulk);
-  }
-
-  // Gradients: one tensor per input of the case, named as the fixture files (SSE: q2 -> dq2 is the
-  // gradient of in.q, q1 -> dq1 that of in.shared.q, eta -> deta that of in.router_logits).
-  linstate::gradients<float> gv;
-  if (ci.backward) {
-    const std::vector<index_t> qk{c.B, c.T, c.H, c.K}, vv{c.B, c.T, c.H, c.V};
-    auto add = [&](const char* name, const std::vector<index_t>& shape) -> linstate::tensor_view<float> {
-      out.grads.push_back({name, shape, linstate::tensor<float>(linstate::shape_t::from_range(shape.begin(), shape.end()))});
-      return out.grads.back().values.view();
-    };
-    out.grads.reserve(10);  // at most 9 files; no reallocation while views into them are handed out
-    if (c.sse) {
-      gv.shared.q = add("dq1", qk), gv.q = add("dq2", qk);
-      gv.shared.k = add("dk1", qk), gv.k = add("dk2", qk);
-      gv.v = add("dv", vv);
-      gv.shared.g = add("dg1", qk), gv.g = add("dg2", qk);
-      gv.router_logits = add("deta", {c.B, c.T, c.N});
-    } else {
-      gv.q = add("dq", qk), gv.k = add("dk", qk), gv.v = add("dv", vv), gv.g = add("dg", qk);
-    }
-    if (c.initial_state) {
-      // linstate's layout [S,P,H,K,V]; the file gets the fixture's shape (GLA drops P = 1)
-      const linstate::tensor_view<float> dh0 = add("dh0", state_shape(c, /*fixture_layout=*/true));
-      gv.initial_state = {dh0.data, linstate::shape_t::from_range(s.begin(), s.end())};
-    }
-  }
-  const linstate::cotangents<float> d{.o = ci.dO.view()};
-
-  // Two run-time choices become template arguments; forward<> and backward<> are instantiated for
-  // each pair.
-  with_algorithm(algo, [&](auto algorithm_tag) {
-    with_strategy(strat, [&](auto strategy_tag) {
-      if (c.sse) {
-        linstate::forward<sse>(linstate::cpu{}, in, o, algorithm_tag, strategy_tag, opt);
-        if (ci.backward) linstate::backward<sse>(linstate::cpu{}, in, d, gv, algorithm_tag, strategy_tag, opt);
-      } else {
-        linstate::forward<gla>(linstate::cpu{}, in, o, algorithm_tag, strategy_tag, opt);
-        if (ci.backward) linstate::backward<gla>(linstate::cpu{}, in, d, gv, algorithm_tag, strategy_tag, opt);
-      }
-    });
-  });
-  return out;
 }
 
 // ============================================================================================
@@ -506,35 +393,78 @@ std::vector<output_file> output_files(const case_config& c, const case_outputs& 
   return files;
 }
 
-//! Writes every output file: all go to temporary names first and are renamed only when all were
-//! written, so OUT_DIR never holds a new o.npy without the matching ht.npy and gradients.
+//! Writes every output file, all or none. Each goes to a temporary name first; then every
+//! destination is checked (a directory or other non-file in the way fails the run before anything
+//! is replaced); then the old files are moved aside, the new ones moved in, and the old ones
+//! removed. When a move fails, the new files already in place are taken out and the old ones put
+//! back, so OUT_DIR never holds a new o.npy without the matching ht.npy and gradients. Messages name
+//! the real file, not the temporary.
 void write_outputs(const fs::path& out_dir, const std::vector<output_file>& files) {
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw run_error(out_dir, "cannot create the output directory: " + ec.message());
 
-  std::vector<fs::path> tmp;
-  for (const output_file& f : files) tmp.push_back(out_dir / ("." + f.name + ".linstate-run.tmp"));
-  auto clean = [&] {
-    std::error_code ignored;
-    for (const fs::path& t : tmp) fs::remove(t, ignored);
-  };
-  try {
-    for (std::size_t i = 0; i < files.size(); ++i) linstate::io::write_npy<float>(tmp[i], files[i].shape, files[i].data);
-  } catch (...) {
-    clean();
-    throw;
+  const std::size_t n = files.size();
+  std::vector<fs::path> dest, tmp, old;
+  for (const output_file& f : files) {
+    dest.push_back(out_dir / f.name);
+    tmp.push_back(out_dir / ("." + f.name + ".linstate-run.tmp"));
+    old.push_back(out_dir / ("." + f.name + ".linstate-run.old"));
   }
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    fs::rename(tmp[i], out_dir / files[i].name, ec);
-    if (ec) {
-      clean();
-      throw run_error(out_dir / files[i].name, "cannot write: " + ec.message());
+  std::vector<bool> had_old(n, false), moved_in(n, false);
+  auto remove_all = [](const std::vector<fs::path>& paths) {
+    std::error_code ignored;
+    for (const fs::path& p : paths) fs::remove(p, ignored);
+  };
+  // Undoes steps 3-4 for every file touched so far, then removes the temporaries.
+  auto roll_back = [&] {
+    std::error_code ignored;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (moved_in[i]) fs::remove(dest[i], ignored);
+      if (had_old[i]) fs::rename(old[i], dest[i], ignored);
+    }
+    remove_all(tmp);
+  };
+
+  // 1. every new file under its temporary name
+  for (std::size_t i = 0; i < n; ++i) {
+    try {
+      linstate::io::write_npy<float>(tmp[i], files[i].shape, files[i].data);
+    } catch (const std::exception& e) {
+      remove_all(tmp);
+      throw run_error(dest[i], std::string("cannot write: ") + e.what());
     }
   }
+  // 2. every destination must be a regular file or absent
+  for (std::size_t i = 0; i < n; ++i) {
+    const fs::file_status st = fs::symlink_status(dest[i], ec);
+    if (fs::exists(st) && !fs::is_regular_file(st)) {
+      remove_all(tmp);
+      throw run_error(dest[i], "cannot write: exists and is not a regular file (a directory?); nothing was written");
+    }
+  }
+  // 3. the old files aside, 4. the new ones in
+  for (std::size_t i = 0; i < n; ++i) {
+    if (fs::exists(fs::symlink_status(dest[i], ec))) {
+      fs::rename(dest[i], old[i], ec);
+      if (ec) {
+        roll_back();
+        throw run_error(dest[i], "cannot replace: " + ec.message() + "; nothing was written");
+      }
+      had_old[i] = true;
+    }
+    fs::rename(tmp[i], dest[i], ec);
+    if (ec) {
+      roll_back();
+      throw run_error(dest[i], "cannot write: " + ec.message() + "; nothing was written");
+    }
+    moved_in[i] = true;
+  }
+  // 5. the old files go
+  remove_all(old);
 }
 
-std::string describe_run(const case_config& c, algorithm algo, strategy strat, bool backward) {
+std::string describe_run(const case_config& c, algorithm algo, strategy strat, bool backward, backend where) {
   std::string s = c.name + ": ";
   if (c.sse)
     s += "sse N=" + std::to_string(c.N) + " writers=" + std::to_string(c.num_writer) + " readers=" +
@@ -546,6 +476,7 @@ std::string describe_run(const case_config& c, algorithm algo, strategy strat, b
   s += ", B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) +
        " K=" + std::to_string(c.K) + " V=" + std::to_string(c.V) + " S=" + std::to_string(c.S);
   s += backward ? ", forward + backward" : ", forward";
+  if (where == backend::cuda) s += ", on linstate::cuda";
   return s;
 }
 
@@ -580,14 +511,18 @@ int main(int argc, char** argv) {
     // 2. compute (linstate::error names the tensors; prefix the case folder)
     case_outputs r;
     try {
-      r = run_case(c, in, algo, strat);
+#if LINSTATE_RUN_CUDA
+      if (cl.where == backend::cuda) r = run_case_cuda(c, in, algo, strat);
+      else
+#endif
+        r = run_case(linstate::testing::cpu_runner{.be = linstate::cpu{}}, c, in, algo, strat);
     } catch (const linstate::error& e) {
       throw run_error(cl.case_dir, e.what());
     }
     // 3. write
     const std::vector<output_file> files = output_files(c, r);
     write_outputs(cl.out_dir, files);
-    std::cout << describe_run(c, algo, strat, in.backward) << " -> " << cl.out_dir.string() << ":";
+    std::cout << describe_run(c, algo, strat, in.backward, cl.where) << " -> " << cl.out_dir.string() << ":";
     for (const output_file& f : files) std::cout << ' ' << f.name;
     std::cout << '\n';
     return 0;

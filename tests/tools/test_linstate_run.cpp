@@ -419,7 +419,9 @@ TEST_CASE("linstate-run: --help") {
   CHECK(r.err.empty());
 }
 
-TEST_CASE("linstate-run reproduces every fixture case, forward and gradients, with every algorithm and strategy") {
+//! Runs every fixture case with every algorithm and strategy, plus \p backend_args (e.g. --backend
+//! cuda), and checks the outputs and gradients against the fixtures.
+void check_every_case(const std::vector<std::string>& backend_args) {
   REQUIRE_MESSAGE(!program().empty(), "set LINSTATE_RUN to the path of the linstate-run executable");
   const std::vector<std::string> cases = fixture_cases();
   REQUIRE_MESSAGE(!cases.empty(), "no fixture cases found (set LINSTATE_FIXTURES)");
@@ -445,6 +447,7 @@ TEST_CASE("linstate-run reproduces every fixture case, forward and gradients, wi
       const fs::path out = tmp.path() / (name + "-" + std::to_string(i));  // does not exist yet: created
       std::vector<std::string> args{(fixtures / name).string(), out.string()};
       args.insert(args.end(), option_sets[i].begin(), option_sets[i].end());
+      args.insert(args.end(), backend_args.begin(), backend_args.end());
       const run_result r = run_program(args, tmp.path());
       CAPTURE(name);
       CAPTURE(i);
@@ -475,6 +478,65 @@ TEST_CASE("linstate-run reproduces every fixture case, forward and gradients, wi
   }
   CHECK(runs == static_cast<int>(cases.size() * option_sets.size()));
   CHECK(gradient_checks == expected_gradient_checks);
+}
+
+TEST_CASE("linstate-run reproduces every fixture case, forward and gradients, with every algorithm and strategy") {
+  check_every_case({});
+}
+
+// --backend cuda: a linstate-run built without CUDA refuses it (exit 2, one line); one built with
+// CUDA but on a machine without a GPU fails the run with one line naming the missing device; on a
+// GPU it must reproduce every case as the CPU does (same outputs, tolerances and messages).
+TEST_CASE("linstate-run --backend cuda: every fixture case on the GPU, or a clear refusal") {
+  REQUIRE_MESSAGE(!program().empty(), "set LINSTATE_RUN to the path of the linstate-run executable");
+  REQUIRE_MESSAGE(!linstate_test::fixtures_dir().empty(), "no fixtures found (set LINSTATE_FIXTURES)");
+  scratch_dir tmp;
+  const fs::path out = tmp.path() / "probe";
+  const run_result r =
+      run_program({(linstate_test::fixtures_dir() / "gla_chunk").string(), out.string(), "--backend", "cuda"}, tmp.path());
+  CAPTURE(r.err);
+  if (r.status == 2) {
+    check_one_line_error(r, "built without CUDA");
+    CHECK(!fs::exists(out));
+    MESSAGE("linstate-run was built without CUDA: --backend cuda refused as documented");
+  } else if (r.status == 1 && r.err.find("no usable CUDA device") != std::string::npos) {
+    check_one_line_error(r, "no usable CUDA device");
+    CHECK(!fs::exists(out / "o.npy"));
+    MESSAGE("no GPU here: --backend cuda fails the run with one line, the GPU cases are not run");
+  } else {
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("on linstate::cuda") != std::string::npos);
+    check_every_case({"--backend", "cuda"});
+  }
+}
+
+TEST_CASE("linstate-run: the outputs are written all or none (an output name taken by a directory)") {
+  REQUIRE_MESSAGE(!program().empty(), "set LINSTATE_RUN to the path of the linstate-run executable");
+  REQUIRE_MESSAGE(!linstate_test::fixtures_dir().empty(), "no fixtures found (set LINSTATE_FIXTURES)");
+  const std::string case_dir = (linstate_test::fixtures_dir() / "gla_chunk").string();
+  scratch_dir tmp;
+  for (const char* blocked : {"ht.npy", "o.npy", "dg.npy"}) {
+    CAPTURE(blocked);
+    const fs::path out = tmp.path() / (std::string("out-") + blocked);
+    const bool o_blocked = std::string(blocked) == "o.npy";
+    fs::create_directories(out / blocked);                                     // a directory where an output must go
+    if (!o_blocked) write_bytes(out / "o.npy", bytes_t{'o', 'l', 'd'});        // and old outputs of an earlier run
+    write_bytes(out / "dq.npy", bytes_t{'o', 'l', 'd'});
+    const run_result r = run_program({case_dir, out.string()}, tmp.path());
+    check_one_line_error(r, (out / blocked).string());
+    CHECK(r.err.find(".tmp") == std::string::npos);  // the real file is named, not the temporary
+    // nothing replaced, nothing added, nothing left behind
+    if (!o_blocked) CHECK(read_bytes(out / "o.npy") == bytes_t{'o', 'l', 'd'});
+    CHECK(read_bytes(out / "dq.npy") == bytes_t{'o', 'l', 'd'});
+    CHECK(fs::is_directory(out / blocked));
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(out)) files.push_back(e.path().filename().string());
+    std::sort(files.begin(), files.end());
+    std::vector<std::string> want{"dq.npy", "o.npy"};
+    if (!o_blocked) want.push_back(blocked);
+    std::sort(want.begin(), want.end());
+    CHECK(files == want);
+  }
 }
 
 TEST_CASE("linstate-run: without do.npy only the forward outputs are written") {
@@ -574,6 +636,7 @@ TEST_CASE("linstate-run: bad command lines give one error line and write nothing
       {{case_dir, out.string(), "--frobnicate"}, "--frobnicate"},
       {{case_dir, out.string(), "--algorithm", "fast"}, "fast"},
       {{case_dir, out.string(), "--strategy=dense"}, "dense"},
+      {{case_dir, out.string(), "--backend", "tpu"}, "tpu"},
       {{case_dir, out.string(), "--algorithm"}, "--algorithm"},
       {{case_dir}, "OUT_DIR"},
       {{case_dir, out.string(), "extra"}, "OUT_DIR"},
