@@ -2,7 +2,7 @@
 # Installs what linstate's build needs (idempotent; Debian 12). Sourced by .ci/run and .ci/demo.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-LINSTATE_PKGS=(meson ninja-build pkg-config cmake g++ python3 libeigen3-dev doctest-dev libbenchmark-dev nlohmann-json3-dev)
+LINSTATE_PKGS=(meson ninja-build pkg-config cmake make g++ python3 libeigen3-dev doctest-dev libbenchmark-dev nlohmann-json3-dev)
 missing=()
 for p in "${LINSTATE_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
