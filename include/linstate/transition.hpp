@@ -74,6 +74,36 @@ template <class D>
 inline constexpr bool decay_head = is_diagonal<D> && D::gate == gate_extent::head;
 template <class D>
 inline constexpr bool decay_none = is_diagonal<D> && D::gate == gate_extent::none;
+
+//! \brief The floor of a log-decay in the chunk-parallel kernels (family::diagonal and family::delta,
+//! CPU and CUDA, forward and backward): each per-token λ = D::log_decay(...) is read as max(λ, −104).
+//!
+//! Why: the chunked forms sum the log-decays of a chunk, Γ_t = Σ_{u ≤ t} λ_u, and form every factor as
+//! e^{Γ_t − Γ_j}. One huge but finite λ (−1e4, −1e30) makes |Γ| so large that the small λ after it
+//! are lost in its rounding (fp32 Γ = −1e30 absorbs every −0.1: no decay at all after it), and λ = −inf
+//! gives Γ_t − Γ_j = −inf − (−inf) = NaN. The recurrence has neither problem: it multiplies by e^{λ}.
+//!
+//! Why −104: in fp32, e^{x} rounds to 0 for every x < ln(2^{−150}) ≈ −103.97 (below half the smallest
+//! subnormal, 2^{−149} = e^{−103.28}). So for every λ below the floor the recurrence's factor e^{λ} is
+//! already exactly 0 — the token forgets everything before it — and it stays exactly 0 with λ
+//! replaced by the floor: e^{−104} = 0 too, and every chunked factor spanning such a token has an
+//! exponent ≤ −104 (the other λ are ≤ 0). Nothing changes where λ ≥ −104, which is where the chunked
+//! results were right. The floor keeps |Γ| ≤ 104 per such token, so later gates keep their precision.
+//! Its derivative is 0 below the floor (∂L/∂λ = 0 there, as in the recurrence, where e^{λ} = 0 makes
+//! every term of ∂L/∂λ vanish): the chunked backward writes exactly 0 for a floored gate.
+//! A NaN λ is not floored (it propagates, as in the recurrence).
+inline constexpr float chunked_log_decay_floor = -104.f;
+
+//! λ as the chunked kernels use it: max(λ, chunked_log_decay_floor); −inf → the floor; NaN stays NaN.
+template <class T>
+LINSTATE_HOST_DEVICE constexpr T chunked_log_decay(T lambda) {
+  return lambda < T(chunked_log_decay_floor) ? T(chunked_log_decay_floor) : lambda;
+}
+//! Whether chunked_log_decay replaced λ by the floor (its derivative is then 0).
+template <class T>
+LINSTATE_HOST_DEVICE constexpr bool below_log_decay_floor(T lambda) {
+  return lambda < T(chunked_log_decay_floor);
+}
 }  // namespace detail
 
 //! \brief One value column of a K×V state (or a K-long accumulator): element i at `p[i·stride]`.

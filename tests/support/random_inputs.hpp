@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <linstate/linstate.hpp>
 #include <numeric>
@@ -283,6 +284,24 @@ class random_inputs {
     return t;
   }
 };
+
+//! Sets the log-decay of the listed time steps (of every batch row, or of the packed axis, and every
+//! value head) to `value`, in g and in shared.g (where present): every key row of a per-key gate, or
+//! with `even_rows` only the even ones; a per-head gate takes it whatever. For tests of very negative
+//! or infinite gates (the chunked kernels floor them: detail::chunked_log_decay_floor).
+inline void set_gates(random_inputs& data, float value, std::initializer_list<index_t> steps, bool even_rows = false) {
+  for (tensor<float>* t : {&data.g, &data.shared_g}) {
+    if (t->empty() || t->numel() == 0) continue;
+    const linstate::shape_t& s = t->shape();
+    const index_t rows = s.rank() == 4 ? s[3] : 1, inner = s.numel() / (s[0] * s[1]);
+    for (index_t b = 0; b < s[0]; ++b)
+      for (index_t tok : steps) {
+        if (tok >= s[1]) continue;
+        for (index_t e = 0; e < inner; ++e)
+          if (!even_rows || rows == 1 || (e % rows) % 2 == 0) (*t)[(b * s[1] + tok) * inner + e] = value;
+      }
+  }
+}
 
 //! The inputs of a random_inputs converted to another element type (bf16, fp16): owns the converted
 //! tensors; the initial state stays fp32 (SPEC §11 C10).

@@ -29,7 +29,8 @@
 // forward) the intra terms are single GEMMs with the factors e^{±Γ} (bounded by e^{40}); otherwise
 // they are formed on sub-chunks of 16 rows with a reference row between the blocks (first row of the
 // later block for A and dQ̃, last row of the earlier block for dK̃) so that every exponent is ≤ 0, and
-// diagonal sub-blocks are element-wise for j ≤ t only.
+// diagonal sub-blocks are element-wise for j ≤ t only. Γ sums the floored gates max(g, −104) (as the
+// forward, detail::chunked_log_decay_floor), and dg of a floored gate is exactly 0 (floor_gradient).
 //
 // Memory: one K×V state per chunk boundary (H_0 … H_NC), kept in the scratch; no allocation inside
 // the chunk loops once the scratch has grown to the longest stream.
@@ -148,6 +149,21 @@ inline void intra_bwd_subchunked(const Eigen::Ref<const RowMat>& Q, const Eigen:
   }
 }
 
+//! The chunked forms use the floored gate max(λ, floor) (detail::chunked_log_decay): its derivative
+//! is 0 below the floor, so dg ([K] row of a written step, the gradient with respect to the floored
+//! gates) is set to exactly 0 where this step's own gate (`g_row`) is below it. `tmp` [K] is scratch.
+template <class D, class Scalar, class Row>
+inline void floor_gradient(const Scalar* g_row, Row&& dg, RowVec& tmp) {
+  const index_t K = dg.size();
+  if constexpr (decay_key<D>) {
+    load(g_row, tmp.data(), K);
+    for (index_t a = 0; a < K; ++a)
+      if (detail::below_log_decay_floor(tmp(a))) dg(a) = 0.f;
+  } else if (detail::below_log_decay_floor(detail::to_float(D::log_decay(g_row, 0)))) {
+    dg.setZero();
+  }
+}
+
 //! Chunk-parallel backward of one stream (see the header comment for the math). Gradient outputs
 //! follow bwd_target: dq/dk/dv/dg accumulate at (token − tok0); dcw/dcr are written for every step
 //! (0 where not written / not read); dh0 is written when non-null.
@@ -156,7 +172,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
                           index_t C, chunk_bwd_scratch& sc) {
   static_assert(!is_delta<D>, "chunked delta rule backward: see chunked_delta_backward.hpp");
   constexpr bool decays = !decay_none<D>;
-  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, KV = K * V;
+  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, KV = K * V, GW = pb.gate_width();
   const index_t NC = (st.n + C - 1) / C;
   if (sc.states.size() < static_cast<std::size_t>((NC + 1) * KV)) sc.states.resize(static_cast<std::size_t>((NC + 1) * KV));
   auto state = [&](index_t n) { return Eigen::Map<RowMat>(sc.states.data() + n * KV, K, V); };
@@ -170,9 +186,12 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
   // One tensor at a time: the rows of one tensor are a constant stride apart (H·K or HV·V elements,
   // i.e. one page each for K = 128), a pattern the hardware stride prefetcher follows; interleaving
   // the tensors row by row defeats it (measured: the loads then cost about as much as the GEMMs).
+  // `floored`: whether a written step of the chunk had a gate below detail::chunked_log_decay_floor
+  // (Γ sums the floored λ; their gradients are zeroed at the end, see floor_gradient).
+  bool floored = false;
   auto load_chunk = [&](index_t c0, index_t m, bool bwd, bool& any_w, bool& any_r) {
     const std::uint8_t W = detail::route_write, R = detail::route_read;
-    any_w = any_r = false;
+    any_w = any_r = false, floored = false;
     for (index_t i = 0; i < m; ++i) {
       const std::uint8_t f = st.flag(c0 + i);
       any_w |= (f & W) != 0, any_r |= (f & R) != 0;
@@ -192,18 +211,14 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
       if (bwd) rows(W, [&](index_t i, index_t s, index_t) { sc.Kt.row(i) = st.wgt_w(s) * sc.Kr.row(i); }, none);
       rows(W, [&](index_t i, index_t, index_t t) { load(src.v + (t * HV + tg.hv) * V, sc.Vc.row(i).data(), V); },
            [&](index_t i) { sc.Vc.row(i).setZero(); });
-      if constexpr (decays) {  // Γ: inclusive cumulative sum inside the chunk (fp64, see the scratch)
+      if constexpr (decays) {  // Γ: inclusive cumulative sum of the floored λ inside the chunk (fp64, see the scratch)
         rows(W,
              [&](index_t i, index_t, index_t t) {
                auto Gi = sc.G.row(i);
-               if constexpr (decay_key<D>) {
-                 load(src.g + (t * HV + tg.hv) * K, sc.grow.data(), K);
-                 const float* __restrict gr = sc.grow.data();
-                 double* __restrict gd = Gi.data();
-                 for (index_t a = 0; a < K; ++a) gd[a] = static_cast<double>(gr[a]);
-               } else {
-                 Gi.setConstant(static_cast<double>(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0))));
-               }
+               floored |= load_log_decay<D>(src.g + (t * HV + tg.hv) * GW, sc.grow.data(), K);
+               const float* __restrict gr = sc.grow.data();
+               double* __restrict gd = Gi.data();
+               for (index_t a = 0; a < K; ++a) gd[a] = static_cast<double>(gr[a]);
                if (i > 0) Gi += sc.G.row(i - 1);
              },
              [&](index_t i) {  // frozen step: no decay
@@ -378,6 +393,8 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
         Eigen::Map<RowVec>(tg.dk + tl * K, K) += st.wgt_w(s) * sc.rk;
         if (tg.dcw) tg.dcw[s] = sc.Kr.row(i).dot(sc.rk);
         Eigen::Map<RowVec>(tg.dv + tl * V, V) += dV.row(i);
+        if constexpr (decays)
+          if (floored) floor_gradient<D>(src.g + (st.token[s] * HV + tg.hv) * GW, DG.row(i), sc.grow);
         if constexpr (decay_key<D>) {
           Eigen::Map<RowVec>(tg.dg + tl * K, K) += DG.row(i);
         } else if constexpr (decay_head<D>) {

@@ -34,6 +34,7 @@
 //                                 dM = dMg ⊙ Γ,  dK += (dM + dMᵀ) K
 //   dS = e^{G_m} dS' + Qgᵀ dO − Wᵀ dVn                    (the Dh entering the previous chunk)
 //   dg_i = Σ_{j ≥ i, j in chunk} dG_j                      (G = cumsum(g): reverse cumsum; written steps only)
+//   (G sums the floored gates max(g, −104), detail::chunked_log_decay_floor; dg_i = 0 where g_i is below it)
 // Per step: dβ = cw·db, d(write weight) = β·db; dq = s·cr·l2norm_bwd(dQ), d(read weight) = s·⟨q̂, dQ⟩;
 // dk = l2norm_bwd(dK)   (l2norm_bwd(d) = d/n − x ⟨x, d⟩/n³, n = sqrt(Σx² + 1e-6)).
 // A chunk without writes has G ≡ 0 and S' = S: only O = Q S, so dQ = dO Sᵀ and dS = dS' + Qᵀ dO.
@@ -100,7 +101,7 @@ inline void load_chunk(const problem& pb, const source<Scalar>& src, const strea
                        index_t m, bool bwd, delta_bwd_scratch& sc, bool& any_w, bool& any_r) {
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
   any_w = false, any_r = false;
-  float gsum = 0.f;
+  double gsum = 0.;  // G: the floored log-decays summed in fp64, each G_i rounded once (as the forward)
   for (index_t i = 0; i < m; ++i) {
     const index_t s = c0 + i, t = st.token[s];
     const std::uint8_t f = st.flag(s);
@@ -126,14 +127,14 @@ inline void load_chunk(const problem& pb, const source<Scalar>& src, const strea
       if (bwd) std::copy(krow, krow + K, sc.Kraw.row(i).data());
       if (D::l2norm_qk) normalize(krow, K);
       load(src.v + (t * HV + hv) * V, vrow, V);
-      gsum += detail::to_float(D::log_decay(src.g + t * HV + hv, 0));
+      gsum += detail::chunked_log_decay(detail::to_float(D::log_decay(src.g + t * HV + hv, 0)));
       sc.beta[static_cast<std::size_t>(i)] = D::write_strength(detail::to_float(src.beta[t * HV + hv]), st.wgt_w(s));
     } else {
       std::fill(krow, krow + K, 0.f);
       std::fill(vrow, vrow + V, 0.f);
       sc.beta[static_cast<std::size_t>(i)] = 0.f;
     }
-    sc.G[static_cast<std::size_t>(i)] = gsum;
+    sc.G[static_cast<std::size_t>(i)] = static_cast<float>(gsum);
   }
 }
 
@@ -344,7 +345,8 @@ void run_chunked_delta_backward(const problem& pb, const source<Scalar>& src, co
         const float cw = st.wgt_w(s);
         tg.dbeta[row] += cw * db[i];
         if (tg.dcw) tg.dcw[s] = detail::to_float(src.beta[t * HV + tg.hv]) * db[i];
-        tg.dg[row] += acc;
+        // G sums the floored gates: ∂L/∂g is 0 below the floor (detail::chunked_log_decay_floor)
+        if (!detail::below_log_decay_floor(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)))) tg.dg[row] += acc;
       }
     }
   }

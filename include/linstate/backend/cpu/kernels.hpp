@@ -188,11 +188,33 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
 struct chunk_scratch {
   RowMat Q, Kc, G, Vc, E, Einv, A, O, Kd;
   RowVec gamma, egamma;
+  std::vector<double> gsum;  // [K] the running sum Γ of the current chunk, in fp64 (see chunk_log_decays)
   void reserve(index_t C, index_t K, index_t V) {
     Q.resize(C, K), Kc.resize(C, K), G.resize(C, K), Vc.resize(C, V), E.resize(C, K), Einv.resize(C, K);
     A.resize(C, C), O.resize(C, V), Kd.resize(C, K), gamma.resize(K), egamma.resize(K);
+    gsum.resize(static_cast<std::size_t>(K));
   }
 };
+
+//! λ_t of one written step of the diagonal family, as the chunked kernels read it: the policy's
+//! log-decay of every key row (`g_row` = this token's gate row), floored at
+//! detail::chunked_log_decay_floor (transition.hpp: why). dst [K]. Returns whether any λ was floored.
+template <class D, class Scalar>
+inline bool load_log_decay(const Scalar* g_row, float* __restrict dst, index_t K) {
+  bool floored = false;
+  if constexpr (decay_key<D>) {
+    load(g_row, dst, K);  // λ_t[i] = g_t[i] (diagonal_transition::log_decay)
+    for (index_t a = 0; a < K; ++a) {
+      floored |= detail::below_log_decay_floor(dst[a]);
+      dst[a] = detail::chunked_log_decay(dst[a]);
+    }
+  } else {
+    const float l = detail::to_float(D::log_decay(g_row, 0));
+    floored = detail::below_log_decay_floor(l);
+    std::fill(dst, dst + K, detail::chunked_log_decay(l));
+  }
+  return floored;
+}
 
 //! Largest decay span inside one chunk for which the intra-chunk scores are formed by a single
 //! matrix product (Q ⊙ e^{Γ}) (K ⊙ e^{−Γ})ᵀ: factors stay within e^{±40}, far from fp32 overflow,
@@ -244,13 +266,14 @@ inline void intra_subchunked(const Eigen::Ref<const RowMat>& Q, const Eigen::Ref
 //! state H_n, local cumulative log-decay Γ (rows) and γ = Γ_last:
 //!   O   = (Q ⊙ e^{Γ}) H_n + tril(A) V,   A_tj = Σ_i q_t[i] k_j[i] e^{Γ_t[i] − Γ_j[i]}
 //!   H_{n+1} = diag(e^{γ}) H_n + (K ⊙ e^{γ − Γ})ᵀ V
-//! Unwritten steps contribute a zero key row and a zero log-decay row; a chunk without writes leaves
-//! the state untouched and a chunk without reads skips the output (bit-identical freeze).
+//! Γ sums the floored log-decays (load_log_decay; detail::chunked_log_decay_floor). Unwritten steps
+//! contribute a zero key row and a zero log-decay row; a chunk without writes leaves the state
+//! untouched and a chunk without reads skips the output (bit-identical freeze).
 template <class D, class Scalar>
 void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg, index_t C,
                  chunk_scratch& sc) {
   static_assert(!is_delta<D>, "chunked delta rule: see run_chunked_delta");
-  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
+  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, GW = pb.gate_width();
   Eigen::Map<RowMat> Hm(tg.state, K, V);
   for (index_t c0 = 0; c0 < st.n; c0 += C) {
     const index_t m = std::min(C, st.n - c0);
@@ -273,11 +296,16 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
         std::fill(vrow, vrow + V, 0.f);
       }
       if constexpr (!decay_none<D>) {
+        // Γ: inclusive cumulative sum of the floored λ inside the chunk, summed in fp64 and stored in
+        // fp32, so each Γ_t is rounded once (its error does not grow along the chunk)
         float* grow = sc.G.row(i).data();
-        if (!w) std::fill(grow, grow + K, 0.f);
-        else if constexpr (decay_key<D>) load(src.g + (t * HV + tg.hv) * K, grow, K);
-        else std::fill(grow, grow + K, detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
-        if (i > 0) sc.G.row(i) += sc.G.row(i - 1);  // Γ: inclusive cumulative sum inside the chunk (fp32)
+        double* __restrict gs = sc.gsum.data();
+        if (i == 0) std::fill(gs, gs + K, 0.0);
+        if (w) {
+          load_log_decay<D>(src.g + (t * HV + tg.hv) * GW, grow, K);
+          for (index_t a = 0; a < K; ++a) gs[a] += grow[a];
+        }
+        for (index_t a = 0; a < K; ++a) grow[a] = static_cast<float>(gs[a]);
       }
     }
     if (!any_w && !any_r) continue;
@@ -339,8 +367,9 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
 //!   V_new = U − W S
 //!   O     = (Q̂ ⊙ e^{G}) S + lower_incl(Q̂K̂ᵀ ⊙ Γ) V_new
 //!   S'    = e^{G_last} S + (K̂ ⊙ e^{G_last − G})ᵀ V_new
-//! Every exponent is ≤ 0. Unwritten steps have β̃ = 0 and g = 0 (so u = 0 and no decay); a chunk
-//! without writes leaves the state untouched.
+//! G sums the floored log-decays (detail::chunked_log_decay), so every exponent is finite and ≤ 0.
+//! Unwritten steps have β̃ = 0 and g = 0 (so u = 0 and no decay); a chunk without writes leaves the
+//! state untouched.
 struct delta_scratch {
   RowMat Q, Kc, Vc, L, A, RHS, Vn, O;
   std::vector<float> G, beta;
@@ -358,7 +387,7 @@ void run_chunked_delta(const problem& pb, const source<Scalar>& src, const strea
   for (index_t c0 = 0; c0 < st.n; c0 += C) {
     const index_t m = std::min(C, st.n - c0);
     bool any_w = false, any_r = false;
-    float gsum = 0.f;
+    double gsum = 0.;  // G: the floored λ summed in fp64, each G_i rounded once to fp32
     for (index_t i = 0; i < m; ++i) {
       const index_t s = c0 + i, t = st.token[s];
       const std::uint8_t f = st.flag(s);
@@ -379,14 +408,14 @@ void run_chunked_delta(const problem& pb, const source<Scalar>& src, const strea
         load(src.k + (t * H + tg.h) * K, krow, K);
         if (D::l2norm_qk) l2normalize(krow, K);
         load(src.v + (t * HV + tg.hv) * V, vrow, V);
-        gsum += detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0));
+        gsum += detail::chunked_log_decay(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
         sc.beta[static_cast<std::size_t>(i)] = D::write_strength(detail::to_float(src.beta[t * HV + tg.hv]), st.wgt_w(s));
       } else {
         std::fill(krow, krow + K, 0.f);
         std::fill(vrow, vrow + V, 0.f);
         sc.beta[static_cast<std::size_t>(i)] = 0.f;
       }
-      sc.G[static_cast<std::size_t>(i)] = gsum;  // inclusive local cumsum (fp32)
+      sc.G[static_cast<std::size_t>(i)] = static_cast<float>(gsum);  // inclusive local cumsum
     }
     if (!any_w && !any_r) continue;
     auto Q = sc.Q.topRows(m);

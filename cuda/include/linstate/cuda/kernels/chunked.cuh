@@ -148,9 +148,14 @@ __device__ __forceinline__ void staged_for(int total, Load&& load, Store&& store
   }
 }
 
-//! Γ of the chunk into G: [C][K] (gated_key, ld K) or [C] (scalar); rows that do not write add 0.
+//! Γ of the chunk into G: [C][ld] (gated_key; columns [K, KP) zero; ld ≥ KP, default KP) or [C]
+//! (scalar); rows that do not write add 0. Each λ is floored (detail::chunked_log_decay: a gate of
+//! −1e30 or −inf forgets everything, as in the recurrence, instead of swamping or NaN-ing Γ), and the
+//! running sum is kept in fp64 and rounded once per row, so Γ_t's error does not grow along the chunk.
+//! Ends with __syncthreads() (also for decay::none, so callers may rely on it).
 template <class D, int KP, class Dev>
-__device__ __forceinline__ void chunk_cumulative_decay(const Dev* g, int HV, int hv, int K, const chunk_record* recs, float* G) {
+__device__ __forceinline__ void chunk_cumulative_decay(const Dev* g, int HV, int hv, int K, const chunk_record* recs, float* G,
+                                                       int ld = KP) {
   static_assert(is_diagonal<D>, "linstate (cuda): the chunked GLA kernels run family::diagonal");
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   if constexpr (decay_key<D>) {
@@ -159,20 +164,20 @@ __device__ __forceinline__ void chunk_cumulative_decay(const Dev* g, int HV, int
         [&](int e) {
           const chunk_record& r = recs[e / KP];
           const int a = e % KP;
-          return (r.wr && a < K) ? to_f32(D::log_decay(g + r.hv * K, a)) : 0.f;
+          return (r.wr && a < K) ? detail::chunked_log_decay(to_f32(D::log_decay(g + r.hv * K, a))) : 0.f;
         },
-        [&](int e, float x) { G[e] = x; });
+        [&](int e, float x) { G[(e / KP) * ld + e % KP] = x; });
     __syncthreads();
     for (int a = tid; a < KP; a += nt) {
-      float acc = 0.f;
-      for (int i = 0; i < chunk_len; ++i) acc += G[i * KP + a], G[i * KP + a] = acc;
+      double acc = 0.;
+      for (int i = 0; i < chunk_len; ++i) acc += G[i * ld + a], G[i * ld + a] = static_cast<float>(acc);
     }
   } else if constexpr (decay_head<D>) {
-    if (tid < chunk_len) G[tid] = recs[tid].wr ? to_f32(D::log_decay(g + recs[tid].hv, 0)) : 0.f;
+    if (tid < chunk_len) G[tid] = recs[tid].wr ? detail::chunked_log_decay(to_f32(D::log_decay(g + recs[tid].hv, 0))) : 0.f;
     __syncthreads();
     if (tid == 0) {
-      float acc = 0.f;
-      for (int i = 0; i < chunk_len; ++i) acc += G[i], G[i] = acc;
+      double acc = 0.;
+      for (int i = 0; i < chunk_len; ++i) acc += G[i], G[i] = static_cast<float>(acc);
     }
   }
   __syncthreads();

@@ -21,7 +21,8 @@
 //      and dq̂, last row of the earlier block for dk̃; every exponent ≤ 0) and element-wise fp32 diagonal
 //      blocks (j ≤ t only); none/scalar use the scalar factor e^{Γ_t−Γ_j} on whole-chunk products.
 //   5. chunk_dg_kernel: dg_u = Σ_{t≥u in chunk} (q_t ⊙ dq_t − k_t ⊙ dk_t) + c_n for the writing rows u
-//      (SPEC §2.4 (e)); scalar decay sums over the keys.
+//      (SPEC §2.4 (e)); scalar decay sums over the keys. Γ sums the floored gates (chunked.cuh,
+//      chunk_cumulative_decay): dg_u = 0 exactly where g_u is below detail::chunked_log_decay_floor.
 // bf16 inputs: kernel 4 is chunk_grad_kernel, products on tensor cores (tile_mma, bf16 operands, fp32
 // accumulation); states and their gradients enter the products rounded to bf16, as fla's kernels do.
 // fp32 and fp16 inputs: kernel 4 is chunk_grad_exact_kernel, the same sums in exact fp32 FMA with every
@@ -539,26 +540,7 @@ __global__ void __launch_bounds__(256) chunk_grad_exact_kernel(const chunk_bwd_p
   staged_for(
       C * V, [&](int e) { const chunk_record& r = recs[e / V]; return r.rd ? to_f32(p.dO[r.hv * V + e % V]) : 0.f; },
       [&](int e, float x) { Os[(e / V) * ldv + e % V] = x; });
-  if constexpr (decay_key<D>) {
-    staged_for(
-        C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.wr ? to_f32(D::log_decay(src.g + r.hv * K, e % K)) : 0.f; },
-        [&](int e, float x) { G[(e / K) * ldg + e % K] = x; });
-  } else if constexpr (decay_head<D>) {
-    if (tid < C) G[tid] = recs[tid].wr ? to_f32(D::log_decay(src.g + recs[tid].hv, 0)) : 0.f;
-  }
-  __syncthreads();
-  if constexpr (decay_key<D>) {
-    for (int a = tid; a < K; a += nt) {
-      float acc = 0.f;
-      for (int t = 0; t < C; ++t) acc += G[t * ldg + a], G[t * ldg + a] = acc;
-    }
-  } else if constexpr (decay_head<D>) {
-    if (tid == 0) {
-      float acc = 0.f;
-      for (int t = 0; t < C; ++t) acc += G[t], G[t] = acc;
-    }
-  }
-  __syncthreads();
+  chunk_cumulative_decay<D, KP>(src.g, HV, hv, K, recs, G, ldg);  // Γ (the forward's), then a barrier
   auto gm = [&](int t, int a) -> float {
     if constexpr (decay_key<D>) return G[t * ldg + a];
     else if constexpr (decay_head<D>) return G[t];
@@ -707,8 +689,11 @@ __global__ void __launch_bounds__(KP) chunk_dg_kernel(const chunk_bwd_params<Dev
       if (r.wr) acc -= to_f32(src.k[r.qk + a]) * p.dk[(r.hv * p.Rw + write_slot(p, r, at)) * K + a];
       val = acc + cna;
     }
+    // Γ summed the floored gates (detail::chunked_log_decay): ∂L/∂g is exactly 0 below the floor
     if constexpr (decay_key<D>) {
-      if (r.wr && a < K) p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + a] = val;
+      if (r.wr && a < K)
+        p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + a] =
+            detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv * K, a))) ? 0.f : val;
     } else {
       rows[t * KP + a] = val;
     }
@@ -720,7 +705,7 @@ __global__ void __launch_bounds__(KP) chunk_dg_kernel(const chunk_bwd_params<Dev
       if (!r.wr) continue;
       float s = 0.f;
       for (int b = 0; b < K; ++b) s += rows[t * KP + b];
-      p.dg[r.hv * p.Rw + write_slot(p, r, at)] = s;
+      p.dg[r.hv * p.Rw + write_slot(p, r, at)] = detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv, 0))) ? 0.f : s;
     }
   }
 }

@@ -8,7 +8,8 @@
 //   Q [C,K]  rows r_i·q̂_i on reading records (r = scale × read weight), 0 elsewhere
 //   K̂ [C,K]  rows k̂_i on writing records, 0 elsewhere       (q̂, k̂: l2norm(x) = x/√(Σx²+1e-6), or x)
 //   b [C]    β̃_i = β_i·(write weight) on writing records, 0 elsewhere
-//   G [C]    inclusive cumulative log-decay over the writing records (a record that does not write adds 0)
+//   G [C]    inclusive cumulative log-decay over the writing records (a record that does not write adds 0),
+//            of the floored gates max(g, −104) (detail::chunked_log_decay_floor; dg = 0 below it)
 //   Γ_ij = e^{G_i − G_j} (j ≤ i: every exponent ≤ 0)
 //   T = (I + strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ))⁻¹ (unit lower triangular)
 //   [U | W] = T [diag(b) V | diag(b e^{G}) K̂],   Vn = U − W S
@@ -216,13 +217,13 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
       [&](int e, float x) { Qs[(e / K) * lk + e % K] = x; });
   if (tid < C) {
     const chunk_record& r = recs[tid];
-    G[tid] = r.wr ? to_f32(D::log_decay(src.g + r.hv, 0)) : 0.f;
+    G[tid] = r.wr ? detail::chunked_log_decay(to_f32(D::log_decay(src.g + r.hv, 0))) : 0.f;  // floored λ
     b[tid] = r.wr ? D::write_strength(to_f32(src.beta[r.hv]), r.w) : 0.f;
   }
   __syncthreads();
-  if (tid == 0) {
-    float acc = 0.f;
-    for (int i = 0; i < C; ++i) acc += G[i], G[i] = acc;
+  if (tid == 0) {  // inclusive cumsum in fp64, each G_i rounded once (as chunk_cumulative_decay)
+    double acc = 0.;
+    for (int i = 0; i < C; ++i) acc += G[i], G[i] = static_cast<float>(acc);
   }
   // l2norm (one warp per row), the unscaled rows to the buffers, then Q ← r·q̂
   for (int i = warp; i < C; i += nwarps) {
@@ -613,7 +614,8 @@ struct delta_grad_smem {
 };
 
 //! grid (max_chunks, HV). Notation of chunked_delta_backward.hpp; D = ∂L/∂S' (dbuf), S entering (hbuf).
-template <class Dev>
+//! (The template's D is the decay policy: its log_decay tells which gates were floored.)
+template <class D, class Dev>
 __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_params<Dev> p) {
   using namespace delta_detail;
   constexpr int C = chunk_len;
@@ -817,7 +819,8 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
       }
       if (lane == 0) {
         if (p.dbeta) p.dbeta[r.hv * p.Rw + wsl] = r.w * db[i];
-        if (p.dg) p.dg[r.hv * p.Rw + wsl] = dG[i];
+        // G summed the floored gates: ∂L/∂g is exactly 0 below detail::chunked_log_decay_floor
+        if (p.dg) p.dg[r.hv * p.Rw + wsl] = detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv, 0))) ? 0.f : dG[i];
         if (at.routed && p.dcw) p.dcw[r.hv * p.N + at.n] = to_f32(src.beta[r.hv]) * db[i];  // ∂β̃/∂w = β
       }
     }
@@ -846,7 +849,7 @@ void set_delta_smem(int K, const char* api) {
     set(reinterpret_cast<const void*>(delta_output_kernel<Dev>), delta_output_smem(k).bytes,
         "cudaFuncSetAttribute(delta_output_kernel)");
     set(reinterpret_cast<const void*>(delta_rscan_kernel<Dev>), delta_rscan_smem(k).bytes, "cudaFuncSetAttribute(delta_rscan_kernel)");
-    set(reinterpret_cast<const void*>(delta_grad_kernel<Dev>), delta_grad_smem(k).bytes, "cudaFuncSetAttribute(delta_grad_kernel)");
+    set(reinterpret_cast<const void*>(delta_grad_kernel<D, Dev>), delta_grad_smem(k).bytes, "cudaFuncSetAttribute(delta_grad_kernel)");
     return true;
   }();
   (void)once, (void)K;
@@ -893,7 +896,7 @@ void enqueue_chunked_delta_backward(const delta_params<Dev>& p, cudaStream_t str
   check_launch("delta_rscan_kernel", api);
   const index_t chunks = p.rt.max_chunks;
   if (chunks > 0) {
-    delta_grad_kernel<Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_threads,
+    delta_grad_kernel<D, Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_threads,
                              delta_grad_smem(p.K).bytes, stream>>>(p);
     check_launch("delta_grad_kernel", api);
   }
