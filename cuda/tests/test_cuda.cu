@@ -233,6 +233,64 @@ TEST_CASE("chunked: extreme gates, the issue's repro (T = 64, K = V = 1, q = k =
     }
 }
 
+// An empty batch (issue 10): T = 0, B = 0 or only empty packed sequences is a valid call; o has no
+// element and the final state is the initial one (zeros without it), whatever the algorithm.
+
+//! GPU forward of an empty batch into a NaN-filled final state: o is zero-sized, the state is h0 bit
+//! for bit (or zeros), also in place.
+template <class Spec, class Strategy, class Algorithm>
+void check_empty(const random_inputs& data) {
+  const linstate::shape_t os = data.output_shape(), ss = data.state_shape();
+  const std::size_t ns = static_cast<std::size_t>(ss.numel());
+  device_inputs<float> din(data.view());
+  linstate::device_buffer<float> o(0), st(ns);
+  if (ns) cuda_ok(cudaMemset(st.data(), 0xff, ns * sizeof(float)));
+  linstate::forward<Spec>(linstate::cuda{}, din.in, linstate::outputs<float>{o.view(os), st.view(ss)}, Algorithm{}, Strategy{});
+  cuda_ok(cudaDeviceSynchronize());
+  const tensor<float> want = data.initial_state.empty() ? tensor<float>(ss) : data.initial_state;
+  const tensor<float> got = download(st, ss);
+  CHECK((ns == 0 || std::memcmp(got.data(), want.data(), ns * sizeof(float)) == 0));
+  // in place: the state stays as it is
+  const device_inputs<float> step(data.view(false));
+  linstate::forward_in_place<Spec>(linstate::cuda{}, step.in, st.view(ss), o.view(os), Algorithm{}, Strategy{});
+  cuda_ok(cudaDeviceSynchronize());
+  const tensor<float> after = download(st, ss);
+  CHECK((ns == 0 || std::memcmp(after.data(), want.data(), ns * sizeof(float)) == 0));
+}
+
+template <class Spec, class Strategy = linstate::varlen>
+void check_empty_all(const char* name) {
+  struct shape_case {
+    const char* what;
+    index_t B, T;
+    std::vector<std::int64_t> cu;
+  };
+  const shape_case cases[] = {{"T = 0", 2, 0, {}}, {"B = 0", 0, 5, {}}, {"B = T = 0", 0, 0, {}}, {"cu_seqlens {0, 0, 0}", 1, 0, {0, 0, 0}}};
+  for (const shape_case& c : cases)
+    for (bool h0 : {true, false}) {
+      CAPTURE(name);
+      CAPTURE(c.what);
+      CAPTURE(h0);
+      const random_inputs data = make<Spec>({.B = c.B, .T = c.T, .H = 2, .HV = 4, .K = 16, .V = 8}, 310, h0, c.cu);
+      check_empty<Spec, Strategy, linstate::recurrent>(data);
+      check_empty<Spec, Strategy, linstate::automatic>(data);
+      if constexpr (!linstate::is_family_of<typename Spec::decay, linstate::family::recurrent_only>)
+        check_empty<Spec, Strategy, chunked64>(data);
+      check_fp32<Spec, Strategy>(data);  // and as the CPU backend
+    }
+}
+
+TEST_CASE("empty batch (T = 0, B = 0, empty packed sequences): every algorithm, GLA family, delta rule, SSE, recurrent_only") {
+  check_empty_all<gla>("gla");
+  check_empty_all<gla_scalar>("scalar");
+  check_empty_all<gla_none>("none");
+  check_empty_all<gdn>("gdn");
+  check_empty_all<gla_generic>("recurrent_only");
+  check_empty_all<sse_n4k1s, linstate::varlen>("sse varlen");
+  check_empty_all<sse_n4k1s, linstate::mask>("sse mask");
+  check_empty_all<sse_gdn, linstate::varlen>("sse-gdn varlen");
+}
+
 TEST_CASE("chunked: SSE, routed streams grouped on the device") {
   const auto d4 = make<sse_n4k1s>({.B = 2, .T = 300, .H = 2, .HV = 2, .K = 64, .V = 64}, 56);
   check_fp32<sse_n4k1s, linstate::varlen, chunked64>(d4);

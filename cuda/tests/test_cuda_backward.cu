@@ -109,7 +109,7 @@ struct device_grads {
     auto make = [&](const tensor<Scalar>& t) -> linstate::tensor_view<Scalar> {
       if (t.empty()) return {};
       bufs.emplace_back(static_cast<std::size_t>(t.numel()));
-      cuda_ok(cudaMemset(bufs.back().data(), fill, bufs.back().size() * sizeof(Scalar)));
+      if (t.numel()) cuda_ok(cudaMemset(bufs.back().data(), fill, bufs.back().size() * sizeof(Scalar)));
       return bufs.back().view(t.shape());
     };
     g.q = make(like.q), g.k = make(like.k), g.v = make(like.v), g.g = make(like.g), g.beta = make(like.beta);
@@ -117,7 +117,7 @@ struct device_grads {
     g.shared.beta = make(like.shared.beta), g.router_logits = make(like.router_logits);
     if (!like.initial_state.empty()) {
       dh0 = linstate::device_buffer<float>(static_cast<std::size_t>(like.initial_state.numel()));
-      cuda_ok(cudaMemset(dh0.data(), fill, dh0.size() * sizeof(float)));
+      if (dh0.size()) cuda_ok(cudaMemset(dh0.data(), fill, dh0.size() * sizeof(float)));
       g.initial_state = dh0.view(like.initial_state.shape());
     }
   }
@@ -125,7 +125,7 @@ struct device_grads {
   static tensor<T> get(const linstate::tensor_view<T>& v) {
     if (v.empty()) return {};
     tensor<T> h(v.shape);
-    cuda_ok(cudaMemcpy(h.data(), v.data, static_cast<std::size_t>(v.numel()) * sizeof(T), cudaMemcpyDeviceToHost));
+    if (v.numel()) cuda_ok(cudaMemcpy(h.data(), v.data, static_cast<std::size_t>(v.numel()) * sizeof(T), cudaMemcpyDeviceToHost));
     return h;
   }
   linstate::gradient_result<Scalar> fetch() const {
@@ -565,6 +565,44 @@ TEST_CASE("chunked backward: extreme gates (-1e4, -1e30, -inf): the recurrence's
       check_chunked_bf16<gla>(b, 117);
     }
   }
+}
+
+// An empty batch (issue 10): zero-sized gradients, ∂L/∂h0 = ∂L/∂h_T (zeros without it), written
+// although nothing else is (the buffers start as NaN), for every algorithm.
+template <class Spec, class Strategy = linstate::varlen>
+void check_empty_backward(const char* name) {
+  struct shape_case {
+    const char* what;
+    index_t B, T;
+    std::vector<std::int64_t> cu;
+  };
+  const shape_case cases[] = {{"T = 0", 2, 0, {}}, {"B = 0", 0, 5, {}}, {"B = T = 0", 0, 0, {}}, {"cu_seqlens {0, 0, 0}", 1, 0, {0, 0, 0}}};
+  for (const shape_case& c : cases)
+    for (bool h0 : {true, false})
+      for (bool dht : {true, false}) {
+        CAPTURE(name);
+        CAPTURE(c.what);
+        CAPTURE(h0);
+        CAPTURE(dht);
+        const random_inputs data = make<Spec>({.B = c.B, .T = c.T, .H = 2, .HV = 4, .K = 16, .V = 8}, 330, h0, c.cu);
+        const auto [ref, got] = both<Spec, float, linstate::recurrent, Strategy>(data, 118, {}, dht, h0);
+        check_grads(ref, got);
+        check_grads(ref, both<Spec, float, linstate::automatic, Strategy>(data, 118, {}, dht, h0).second);
+        if constexpr (!linstate::is_family_of<typename Spec::decay, linstate::family::recurrent_only>)
+          check_grads(ref, both<Spec, float, linstate::chunked<64>, Strategy>(data, 118, {}, dht, h0).second);
+        if (dht) CHECK(max_abs_diff(got.initial_state, make_cot(data, 118).dht) == 0.0);
+        else CHECK(max_abs(got.initial_state) == 0.0);
+      }
+}
+
+TEST_CASE("empty batch backward (T = 0, B = 0, empty packed sequences): every algorithm and family") {
+  check_empty_backward<gla>("gla");
+  check_empty_backward<gla_scalar>("scalar");
+  check_empty_backward<gdn>("gdn");
+  check_empty_backward<gla_generic>("recurrent_only");
+  check_empty_backward<sse_n4k1s, linstate::varlen>("sse varlen");
+  check_empty_backward<sse_n4k1s, linstate::mask>("sse mask");
+  check_empty_backward<sse_gdn, linstate::mask>("sse-gdn mask");
 }
 
 TEST_CASE("chunked backward (fp16): exact fp32 arithmetic on the fp16 inputs") {

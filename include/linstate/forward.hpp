@@ -121,8 +121,9 @@ void forward(const cpu& be, const inputs<Scalar>& in, const outputs<Scalar>& out
     scratch_state.resize(static_cast<std::size_t>(pb.state_numel()));
     state = scratch_state.data();
   }
+  // (copy_n, not memcpy: with B = 0 both pointers may be null, and there is nothing to copy)
   if (in.initial_state.empty()) std::fill(state, state + pb.state_numel(), 0.f);
-  else std::memcpy(state, in.initial_state.data, static_cast<std::size_t>(pb.state_numel()) * sizeof(float));
+  else std::copy_n(in.initial_state.data, pb.state_numel(), state);
   cpu_detail::run<typename Spec::decay>(be, pb, in, state, out.o.data, detail::cpu_chunk<Algorithm, typename Spec::decay>(pb),
                                         detail::gathers<Strategy>());
 }

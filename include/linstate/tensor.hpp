@@ -77,7 +77,13 @@ class shape_t {
   int rank_ = 0;
 };
 
-//! Non-owning view of a dense row-major array. An empty view (data == nullptr) means "not given".
+//! Non-owning view of a dense row-major array.
+//!
+//! "Given" and "empty": a view is *empty* — the tensor was not given — when it has no data although
+//! its shape has elements; a default-constructed view (no data, rank-0 shape of one element) is the
+//! usual way to say so. A view whose shape has a zero extent (T = 0, B = 0) is *given* and has no
+//! elements, whatever its pointer: a zero-element allocation (an empty std::vector, cudaMalloc of 0
+//! bytes) may well have a null one. So an empty batch is a valid call, not a missing tensor.
 template <class T>
 struct tensor_view {
   T* data = nullptr;
@@ -90,13 +96,18 @@ struct tensor_view {
     requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>)
   constexpr tensor_view(const tensor_view<U>& other) : data(other.data), shape(other.shape) {}
 
-  constexpr bool empty() const { return data == nullptr; }
+  //! True when the tensor was not given: no data for a shape that has elements (see above).
+  constexpr bool empty() const { return data == nullptr && shape.numel() != 0; }
   constexpr int rank() const { return shape.rank(); }
   constexpr index_t size(int i) const { return shape[i]; }
-  constexpr index_t numel() const { return data ? shape.numel() : 0; }
+  //! Elements of a given view; 0 for an empty one.
+  constexpr index_t numel() const { return empty() ? 0 : shape.numel(); }
 };
 
 //! Owning dense row-major tensor (zero-initialised). Move-only in spirit, copyable for tests.
+//! empty() means what it means for a view: default-constructed (no shape, no data), so `t.empty() ?
+//! tensor_view{} : t.view()` maps an absent tensor to an absent view, and a tensor of a zero-sized
+//! shape (say {B, 0, H, K}) to a given, zero-element view.
 template <class T>
 class tensor {
  public:
@@ -117,7 +128,9 @@ class tensor {
   tensor_view<T> view() { return {data_.data(), shape_}; }
   tensor_view<const T> view() const { return {data_.data(), shape_}; }
   tensor_view<const T> cview() const { return {data_.data(), shape_}; }
-  bool empty() const { return data_.empty(); }
+  //! True for a default-constructed tensor (no data although its shape has elements), false for a
+  //! zero-sized shape.
+  bool empty() const { return data_.empty() && shape_.numel() != 0; }
 
  private:
   shape_t shape_{};

@@ -488,14 +488,16 @@ void backward(const cuda& be, const inputs<Scalar>& in, const cotangents<Scalar>
   require_device_inputs(api, in);
   require_device_gradients(api, d, grads);
   require_supported(api, pb);
+  if constexpr (is_generic<D>) require_generic_supported(api, pb, /*backward=*/true);
+  // An empty batch (T = 0 or B = 0): every per-token gradient has no element, and h_T = h_0 gives
+  // ∂L/∂h0 = ∂L/∂h_T (zeros without it). Nothing is launched.
+  if (pb.tokens() == 0)
+    return copy_or_zero(grads.initial_state.data, d.final_state.data, grads.initial_state.numel(), stream_of(be), api);
   // the family picks the kernels (a family::recurrent_only policy is never chunked: wants_chunked)
-  bool chunked = pb.tokens() > 0 && wants_chunked<Algorithm, D>(pb);
+  bool chunked = wants_chunked<Algorithm, D>(pb);
   if constexpr (is_delta<D>) chunked = chunked && delta_chunked_supported(pb);
   else if constexpr (is_diagonal<D>) chunked = chunked && chunked_backward_supported<device_scalar_t<Scalar>>(pb);
-  else {
-    chunked = false;
-    require_generic_supported(api, pb, /*backward=*/true);
-  }
+  else chunked = false;
   if constexpr (is_delta<D> || is_diagonal<D>)
     if (chunked) return run_backward_chunked<D>(be, pb, in, d, grads, api);
   run_backward<D>(be, pb, in, d, grads, bwd_segment<Algorithm>(), api);

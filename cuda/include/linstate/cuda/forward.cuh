@@ -163,8 +163,20 @@ device_source<device_scalar_t<Scalar>> source_of(const tensor_view<const Scalar>
   return {device_ptr(q.data), device_ptr(k.data), device_ptr(g.data), device_ptr(beta.data)};
 }
 
+//! dst[0:n] = src[0:n] (device to device), or 0 when src is null; enqueued on `stream`. What an empty
+//! batch (no token) leaves of a state: the forward's final state is its initial state, the backward's
+//! ∂L/∂h0 is ∂L/∂(final state).
+inline void copy_or_zero(float* dst, const float* src, index_t n, cudaStream_t stream, const char* api) {
+  if (n == 0 || dst == nullptr || dst == src) return;
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+  if (src) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync(state)", api);
+  else check(cudaMemsetAsync(dst, 0, bytes, stream), "cudaMemsetAsync(state)", api);
+}
+
 //! Enqueues the whole forward pass. `state_in` may be null (zeros), `state_out` may be null (not
-//! wanted); in place, state_in == state_out and untouched partitions are not accessed at all.
+//! wanted); in place, state_in == state_out and untouched partitions are not accessed at all. An
+//! empty batch (T = 0 or B = 0: no token, so o has no element) launches nothing: the final state is
+//! the initial one.
 template <class D, class R, class Scalar>
 void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const float* state_in, float* state_out,
          bool in_place, Scalar* o, const char* api, bool use_chunked = false) {
@@ -173,6 +185,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   constexpr bool generic = is_generic<D>;
   const cudaStream_t stream = stream_of(be);
   const index_t tokens = pb.tokens();
+  if (tokens == 0) return copy_or_zero(state_out, state_in, pb.state_numel(), stream, api);
   const bool routed = pb.routed;
   const int R_read = (pb.shared ? 1 : 0) + static_cast<int>(routed ? pb.kr : pb.N);  // read slots per token
   const bool direct = R_read == 1;
