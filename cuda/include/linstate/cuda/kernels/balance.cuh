@@ -48,9 +48,11 @@ __global__ void balance_probs_kernel(const typename R::config cfg, const Dev* lo
   }
 }
 
+// (static: a kernel that is not a template has internal linkage, so that several .cu files of one
+// program can include this header; each gets its own copy.)
 //! partial[chunk][0][n] = Σ p_t[n], partial[chunk][1][n] = Σ w_t[n] over the chunk's tokens (double).
 //! Grid: (chunks, ⌈N / blockDim.x⌉).
-__global__ void balance_colsum_kernel(const float* prob, const float* wmask, index_t M, int N, double* partial) {
+static __global__ void balance_colsum_kernel(const float* prob, const float* wmask, index_t M, int N, double* partial) {
   const int n = static_cast<int>(blockIdx.y * blockDim.x + threadIdx.x);
   if (n >= N) return;
   const index_t chunk = blockIdx.x, t0 = chunk * balance_chunk;
@@ -62,7 +64,7 @@ __global__ void balance_colsum_kernel(const float* prob, const float* wmask, ind
 }
 
 //! One block of max_router_partitions threads.
-__global__ void balance_final_kernel(const double* partial, index_t chunks, index_t M, int N, int kw, float* loss,
+static __global__ void balance_final_kernel(const double* partial, index_t chunks, index_t M, int N, int kw, float* loss,
                                      double* dp) {
   __shared__ double pf[max_router_partitions];
   const int n = static_cast<int>(threadIdx.x);

@@ -82,7 +82,9 @@ __device__ __forceinline__ index_t sequence_of(const index_t* seq, index_t T, in
   return lo;
 }
 
-__global__ void routed_flags_kernel(const std::uint32_t* meta, index_t tokens, int N, int* f) {
+// (static: a kernel that is not a template has internal linkage, so that several .cu files of one
+// program can include this header; each gets its own copy.)
+static __global__ void routed_flags_kernel(const std::uint32_t* meta, index_t tokens, int N, int* f) {
   const index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // n·tokens + t
   if (i > tokens * N) return;
   if (i == tokens * N) {
@@ -94,7 +96,7 @@ __global__ void routed_flags_kernel(const std::uint32_t* meta, index_t tokens, i
 }
 
 //! Chunks of each segment; `rank` is the exclusive scan of the routed flags (null without routing).
-__global__ void segment_chunks_kernel(const index_t* seq, index_t T, int S, int P, int first_routed, index_t tokens,
+static __global__ void segment_chunks_kernel(const index_t* seq, index_t T, int S, int P, int first_routed, index_t tokens,
                                       const int* rank, int C, index_t* chunks) {
   const int seg = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (seg > S * P) return;
@@ -113,13 +115,13 @@ __global__ void segment_chunks_kernel(const index_t* seq, index_t T, int S, int 
   chunks[seg] = (len + C - 1) / C;
 }
 
-__global__ void chunk_seg_kernel(const index_t* seg_chunk, int* chunk_seg) {
+static __global__ void chunk_seg_kernel(const index_t* seg_chunk, int* chunk_seg) {
   const int seg = static_cast<int>(blockIdx.x);
   for (index_t c = seg_chunk[seg] + threadIdx.x; c < seg_chunk[seg + 1]; c += blockDim.x) chunk_seg[c] = seg;
 }
 
 //! Records of the identity partitions [0, first_routed): every token, in order.
-__global__ void identity_records_kernel(const index_t* seq, index_t T, int S, index_t tokens, int first_routed,
+static __global__ void identity_records_kernel(const index_t* seq, index_t T, int S, index_t tokens, int first_routed,
                                         const index_t* seg_chunk, int C, int* rec_tok) {
   const index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // part·tokens + t
   if (i >= tokens * first_routed) return;
@@ -132,7 +134,7 @@ __global__ void identity_records_kernel(const index_t* seq, index_t T, int S, in
 }
 
 //! Records of the routed partitions: token t goes to position rank(t) − rank(t0) of its segment.
-__global__ void routed_records_kernel(const index_t* seq, index_t T, int S, index_t tokens, int N, int first_routed,
+static __global__ void routed_records_kernel(const index_t* seq, index_t T, int S, index_t tokens, int N, int first_routed,
                                       const int* f_rank, const std::uint32_t* meta, const index_t* seg_chunk, int C,
                                       int* rec_tok) {
   const index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // n·tokens + t
