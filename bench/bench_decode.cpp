@@ -7,14 +7,17 @@
 // iteration is the next decode step of the same sequences); the inputs are fixed and random, and
 // the router logits differ per sequence, so the selected partitions vary across the batch.
 //
-// Counters (per iteration = one decode step of B sequences; see bench_common.hpp for the counts):
+// Counters (per iteration = one decode step of B sequences; counts from linstate::bench::count, see
+// <linstate/bench.hpp> and bench_common.hpp):
 //   items_per_second   tokens per second (B per step)
-//   FLOPS              recurrent-equivalent: 4·K·V per written-and-read state per head
+//   FLOPS              recurrent-equivalent: 4·K·V per written-and-read state per head (delta rule: 6·K·V)
 //   state_bytes        bytes of state read + written per step: B·2·(1 + kw)·H·K·V·4 for SSE with a
 //                      shared partition, B·2·H·K·V·4 for GLA
 //   state_bytes_all    what touching all N+1 partitions would cost; state_bytes_all / state_bytes
 //                      = (N+1)/(1+kw) is the saving of SPEC §11 C8
 //   bytes_per_second   state traffic rate (state_bytes per step)
+//   copy_fraction      bytes_per_second / the copy bandwidth measured with the same thread count
+//   peak_fraction      FLOPS / the FMA peak measured with the same thread count
 //
 //   ./bench_decode --benchmark_min_time=0.05
 #include <cmath>
@@ -31,33 +34,25 @@ const std::vector<index_t> batch_sizes = {1, 16, 64};
 
 //! Sets the counters every decode benchmark reports (B tokens per iteration).
 template <class Spec>
-void set_decode_counters(benchmark::State& st, index_t B, const std::string& label) {
-  const double steps = static_cast<double>(st.iterations());
-  const double tokens = static_cast<double>(B);
-  st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations()) * B);
-  st.SetBytesProcessed(static_cast<std::int64_t>(steps * state_bytes_per<Spec>(tokens)));
-  st.counters["FLOPS"] = benchmark::Counter(steps * flops_per<Spec>(tokens), benchmark::Counter::kIsRate);
-  st.counters["state_bytes"] = state_bytes_per<Spec>(tokens);
-  st.counters["state_bytes_all"] = state_bytes_all_per<Spec>(tokens);
+void set_decode_counters(benchmark::State& st, index_t B, int threads, const std::string& label) {
+  set_counters<Spec>(st, lb::mode::decode, sizes(B, 1), threads, /*state_counters=*/true);
   st.SetLabel(label);
 }
 
-//! One decode step of `Spec` through the library.
+//! One decode step of `Spec` through the library (inputs and state from linstate::bench::workload:
+//! the state [B,P,H,K,V] ~ N(0, 0.1²) is carried from step to step).
 template <class Spec>
 void decode(benchmark::State& st, const std::string& variant) {
   const index_t B = st.range(0);
   const int threads = static_cast<int>(st.range(1));
-  const workload<float> w = make_workload<Spec>(B, /*T=*/1);
-  const linstate::inputs<float> in = w.view();
-  linstate::tensor<float> state = random_state<Spec>(B);  // [B,P,H,K,V], carried from step to step
-  linstate::tensor<float> o({B, 1, heads, value_dim});
+  lb::workload<Spec, float> w(lb::mode::decode, sizes(B, 1));
   const linstate::cpu be{.threads = threads};
   for (auto _ : st) {
-    linstate::forward_in_place<Spec>(be, in, state.view(), o.view(), linstate::recurrent{});
-    benchmark::DoNotOptimize(o.data());
+    w.decode(be, linstate::recurrent{});
+    benchmark::DoNotOptimize(w.o.data());
     benchmark::ClobberMemory();
   }
-  set_decode_counters<Spec>(st, B, variant + "/recurrent/decode/threads=" + std::to_string(threads));
+  set_decode_counters<Spec>(st, B, threads, variant + "/recurrent/decode/threads=" + std::to_string(threads));
 }
 
 //! The baseline: GLA's decode step written by hand over the same memory layout, with no views,
@@ -67,15 +62,13 @@ void decode(benchmark::State& st, const std::string& variant) {
 void raw_gla_decode(benchmark::State& st) {
   const index_t B = st.range(0), H = heads, K = key_dim, V = value_dim;
   const int threads = static_cast<int>(st.range(1));
-  const workload<float> w = make_workload<gla>(B, /*T=*/1);
-  linstate::tensor<float> state = random_state<gla>(B);  // [B,1,H,K,V]
-  linstate::tensor<float> out({B, 1, H, V});
+  lb::workload<gla, float> w(lb::mode::decode, sizes(B, 1));  // the library rows' inputs and state
   const float* q_all = w.q.data();  // [B,1,H,K]
   const float* k_all = w.k.data();  // [B,1,H,K]
   const float* g_all = w.g.data();  // [B,1,H,K]
   const float* v_all = w.v.data();  // [B,1,H,V]
-  float* h_all = state.data();
-  float* o_all = out.data();
+  float* h_all = w.state.data();    // [B,1,H,K,V]
+  float* o_all = w.o.data();        // [B,1,H,V]
   const float scale = 1.f / std::sqrt(static_cast<float>(K));
   const index_t tasks = B * H;  // one (sequence, head) pair each; its state is h_all + task·K·V
   (void)threads;
@@ -103,7 +96,7 @@ void raw_gla_decode(benchmark::State& st) {
     benchmark::DoNotOptimize(o_all);
     benchmark::ClobberMemory();
   }
-  set_decode_counters<gla>(st, B, "raw/gla/decode/threads=" + std::to_string(threads));
+  set_decode_counters<gla>(st, B, threads, "raw/gla/decode/threads=" + std::to_string(threads));
 }
 
 //! Registers `fn` for B ∈ {1, 16, 64} and threads ∈ {1, the default of linstate::cpu{}}.
@@ -130,4 +123,4 @@ const bool registered = [] {
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) { return linstate_bench::run_main(argc, argv); }

@@ -6,11 +6,13 @@
 // algorithm, strategy and input type. A strategy is named only where the benchmark picks one; the
 // others run the default (varlen), which for the recurrent algorithm is the same work as mask.
 //
-// Counters (see bench_common.hpp for the counts):
+// Counters (linstate::bench::count; see <linstate/bench.hpp> and bench_common.hpp):
 //   items_per_second   tokens per second (T per iteration)
 //   FLOPS              recurrent-equivalent: 4·K·V per written-and-read state, per head and token
-//                      (GLA: 1 state per token; SSE with shared partition and top-k<kw>: 1 + kw).
-//                      The same count for every algorithm and strategy, so FLOPS ∝ tokens/s × states.
+//                      (GLA: 1 state per token; SSE with shared partition and top-k<kw>: 1 + kw; the
+//                      delta rule 6·K·V). The same count for every algorithm and strategy, so
+//                      FLOPS ∝ tokens/s × states.
+//   peak_fraction      FLOPS / the FMA peak measured with every thread
 //
 //   ./bench_prefill --benchmark_min_time=0.05
 #include <string>
@@ -30,25 +32,18 @@ std::string algorithm_name() {
   else return Algorithm::name;
 }
 
-//! One forward pass of `Spec` over B = 1 sequence of T tokens.
+//! One forward pass of `Spec` over B = 1 sequence of T tokens (inputs from linstate::bench::workload).
 template <class Spec, class Algorithm, class Strategy, class Scalar = float>
 void prefill(benchmark::State& st, const std::string& variant) {
   const index_t T = st.range(0);
-  const workload<Scalar> w = make_workload<Spec, Scalar>(/*B=*/1, T);
-  const linstate::inputs<Scalar> in = w.view();
-  linstate::tensor<Scalar> o({1, T, heads, value_dim});
-  linstate::tensor<float> final_state({1, traits<Spec>::partitions, heads, key_dim, value_dim});
-  const linstate::outputs<Scalar> out{o.view(), final_state.view()};
+  lb::workload<Spec, Scalar> w(lb::mode::prefill, sizes(1, T));  // zero initial state, final state written
   for (auto _ : st) {
-    linstate::forward<Spec>(linstate::cpu{}, in, out, Algorithm{}, Strategy{});
-    benchmark::DoNotOptimize(o.data());
-    benchmark::DoNotOptimize(final_state.data());
+    w.prefill(linstate::cpu{}, Algorithm{}, Strategy{});
+    benchmark::DoNotOptimize(w.o.data());
+    benchmark::DoNotOptimize(w.final_state.data());
     benchmark::ClobberMemory();
   }
-  const double tokens = static_cast<double>(T);
-  st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations()) * T);
-  st.counters["FLOPS"] = benchmark::Counter(static_cast<double>(st.iterations()) * flops_per<Spec>(tokens),
-                                            benchmark::Counter::kIsRate);
+  set_counters<Spec>(st, lb::mode::prefill, sizes(1, T), default_threads(), /*state_counters=*/false);
   st.SetLabel(variant + "/" + algorithm_name<Algorithm>() + "/" + Strategy::name + "/" +
               linstate::detail::scalar_name<Scalar>());
 }
@@ -97,4 +92,4 @@ const bool registered = [] {
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) { return linstate_bench::run_main(argc, argv); }

@@ -4,7 +4,9 @@
 // fp32, chunked<64>, zero initial state, ∂L/∂o random, every input's gradient written, on
 // linstate::cpu{} (every OpenMP thread). items_per_second = tokens per second of forward+backward.
 // The forward is run with the final state written and the backward recomputes what it needs
-// (per-chunk states only), as a training step does.
+// (per-chunk states only), as a training step does. Inputs, ∂L/∂o (~ N(0,1)) and the gradients come
+// from linstate::bench::workload; FLOPS (3× the forward's recurrent-equivalent count) and
+// peak_fraction from linstate::bench::count and cpu_roofline (<linstate/bench.hpp>).
 //
 //   ./bench_train --benchmark_min_time=0.05
 #include <string>
@@ -21,26 +23,13 @@ const std::vector<index_t> lengths = {1024, 4096, 16384};
 template <class Spec, class Strategy>
 void train(benchmark::State& st, const std::string& variant) {
   const index_t T = st.range(0);
-  const workload<float> w = make_workload<Spec, float>(/*B=*/1, T);
-  const linstate::inputs<float> in = w.view();
-  linstate::tensor<float> o({1, T, heads, value_dim});
-  linstate::tensor<float> final_state({1, traits<Spec>::partitions, heads, key_dim, value_dim});
-  const linstate::tensor<float> d_o = detail::random_tensor<float>({1, T, heads, value_dim}, [] { return 0.01f; });
-  const linstate::outputs<float> out{o.view(), final_state.view()};
-  auto like = [](const linstate::tensor<float>& t) { return t.empty() ? linstate::tensor<float>() : linstate::tensor<float>(t.shape()); };
-  linstate::tensor<float> dq = like(w.q), dk = like(w.k), dv = like(w.v), dg = like(w.g), dq1 = like(w.shared_q),
-                          dk1 = like(w.shared_k), dg1 = like(w.shared_g), dl = like(w.logits);
-  auto view = [](linstate::tensor<float>& t) { return t.empty() ? linstate::tensor_view<float>{} : t.view(); };
-  const linstate::gradients<float> grads{view(dq), view(dk), view(dv), view(dg), {}, {view(dq1), view(dk1), view(dg1), {}},
-                                         view(dl), {}};
+  lb::workload<Spec, float> w(lb::mode::train, sizes(1, T));  // zero initial state, final state written
   for (auto _ : st) {
-    linstate::forward<Spec>(linstate::cpu{}, in, out, linstate::chunked<64>{}, Strategy{});
-    linstate::backward<Spec>(linstate::cpu{}, in, linstate::cotangents<float>{.o = d_o.cview()}, grads,
-                             linstate::chunked<64>{}, Strategy{});
-    benchmark::DoNotOptimize(dq.data());
+    w.train(linstate::cpu{}, linstate::chunked<64>{}, Strategy{});
+    benchmark::DoNotOptimize(w.grad.q.data());
     benchmark::ClobberMemory();
   }
-  st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations()) * T);
+  set_counters<Spec>(st, lb::mode::train, sizes(1, T), default_threads(), /*state_counters=*/false);
   st.SetLabel(variant + "/chunked<64>/" + Strategy::name + "/float32/forward+backward");
 }
 
@@ -65,4 +54,4 @@ const bool registered = [] {
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) { return linstate_bench::run_main(argc, argv); }
