@@ -477,6 +477,10 @@ result run_cuda_typed(const linstate::cuda& be, const options& o, const char* ap
   gpu::timer tm(stream, o.cold_cache && !o.graph);
   auto f = [&] { call_fn(w, be, 0); };
   if (M == mode::decode && o.graph) {
+    // One eager call first: the backend creates its memory pool and scratch on a stream's first
+    // call, which is not allowed while the stream is being captured.
+    call_fn(w, be, 0);
+    gpu::check(cudaStreamSynchronize(stream), "decode warm-up before capture");
     r.samples = tm.time_graph([&](int s) { call_fn(w, be, s); }, sets, o.reps > 0 ? o.reps : 30);
     r.time = summarize(r.samples), r.graph_steps = sets, r.warmup = 2;
   } else {
