@@ -512,14 +512,7 @@ inline std::string json_stats(const stats& s) {
 // --- CPU machinery -----------------------------------------------------------------------------------
 
 //! Threads linstate::cpu{.threads = t} runs with (this translation unit's OpenMP setting).
-inline int cpu_thread_count(int t) {
-#if LINSTATE_HAS_OPENMP
-  return t > 0 ? t : omp_get_max_threads();
-#else
-  (void)t;
-  return 1;
-#endif
-}
+inline int cpu_thread_count(int t) { return linstate::cpu_threads(cpu{.threads = t}); }
 
 //! Bytes of the last-level cache of CPU 0 (Linux sysfs), or 32 MiB when unknown.
 inline std::size_t llc_bytes() {

@@ -52,14 +52,8 @@ constexpr index_t chunk_size_of() {
   else return 0;
 }
 
-inline int thread_count(const cpu& be) {
-#if LINSTATE_HAS_OPENMP
-  return be.threads > 0 ? be.threads : omp_get_max_threads();
-#else
-  (void)be;
-  return 1;
-#endif
-}
+//! The team size of the drivers' parallel regions: linstate::cpu_threads (backend/tags.hpp).
+inline int thread_count(const cpu& be) { return cpu_threads(be); }
 
 //! Called first inside the drivers' parallel regions: the kernels' Eigen products must stay on the
 //! calling thread. Without it, a team of one (threads = 1, or work below the threshold) is an
