@@ -98,6 +98,20 @@ struct router_dyn_renorm : router_dyn {
       rt::top_k<linstate::dynamic, linstate::dynamic, rt::top_k_options{.renormalize = true, .dynamic_gates = true}>;
 };
 
+#if LINSTATE_TEST_SANITIZED
+// The ASan + UBSan build (.ci/run; meson sets LINSTATE_TEST_SANITIZED) runs the typed cases on a subset
+// that still takes every code path and every shape rule: each decay (diagonal, none, scalar, the delta
+// rule with and without l2norm), single, dense and routed partitions with and without the shared one,
+// N = 1, kw > kr, kw < kr, gates none / write / read, renormalisation, run-time N, kw, kr. The
+// sanitizers look for memory errors and undefined behaviour, which follow the path and the shapes,
+// not the constants; the left-out variants differ from a kept one only in constants. The optimised
+// build runs every variant.
+using all_variants = std::tuple<gla, linear_attn, retention, gdn, delta_rule, dense_n3, sse_n4w2r1s, sse_n4w1r3,
+                                sse_gates_none, sse_gates_write, sse_renorm, sse_n1k1s, sse_gdn_n4w2r1s,
+                                sse_delta_n3w1r2, sse_dynamic>;
+using routed_variants = std::tuple<sse_n4w2r1s, sse_n4w1r3, sse_gates_none, sse_gates_write, sse_renorm, sse_n1k1s,
+                                   sse_gdn_n4w2r1s, sse_delta_n3w1r2, sse_dynamic>;
+#else
 using all_variants =
     std::tuple<gla, linear_attn, retention, gdn, delta_rule, dense_n3, sse_n4k1s, sse_n4k2, sse_n4w2r1s, sse_n4w1r3,
                sse_gates_none, sse_gates_write, sse_gates_read, sse_renorm, sse_round, sse_n1k1, sse_n1k1s, sse_n3k3s,
@@ -108,6 +122,7 @@ using routed_variants =
     std::tuple<sse_n4k1s, sse_n4k2, sse_n4w2r1s, sse_n4w1r3, sse_gates_none, sse_gates_write, sse_gates_read, sse_renorm,
                sse_round, sse_n1k1s, sse_n3k3s, sse_none_n4k1s, sse_scalar_n4w2r1, sse_gdn_n4k1s, sse_gdn_n4w2r1s,
                sse_delta_n3w1r2, sse_dynamic>;
+#endif
 
 }  // namespace inv
 }  // namespace
