@@ -98,6 +98,7 @@ inline void exp_into(Dst&& dst, const A& a, double sa, const double* ref = nullp
 //! diagonal; the caller passes it strictly lower); outputs A (lower incl. diagonal, [m,m], overwritten)
 //! and dQ̃ += Σ_{j≤t} dA_tj k̃_j e^{Γ_t−Γ_j}, dK̃ += Σ_{t≥j} dA_tj q̃_t e^{Γ_t−Γ_j}.
 //! Temporaries P/QI/T are scratch matrices with ≥ m rows.
+template <int = 0>  // a template, so that a TU that never calls it does not instantiate it
 inline void intra_bwd_subchunked(const Eigen::Ref<const RowMat>& Q, const Eigen::Ref<const RowMat>& Kt,
                                  const Eigen::Ref<const RowMatD>& G, const Eigen::Ref<const RowMat>& dA,
                                  Eigen::Ref<RowMat> A, Eigen::Ref<RowMat> dQ, Eigen::Ref<RowMat> dK, RowMat& P,

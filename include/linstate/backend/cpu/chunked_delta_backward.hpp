@@ -142,6 +142,7 @@ inline void load_chunk(const problem& pb, const source<Scalar>& src, const strea
 //! storage, zero above the diagonal), [U | W] = T [B_U | B_W] and Vn. L is unit lower triangular, so
 //! T is too; its rows come by forward substitution, T_i,:i = −L_i,:i T_:i,:i (m³/3 flops, small next to
 //! the m²(V+K) of the products), and then both the forward solve and the adjoint solve are GEMMs.
+template <int = 0>  // a template, so that a TU that never calls it does not instantiate it
 inline void wy(index_t m, index_t K, index_t V, const Eigen::Map<const RowMat>& S, delta_bwd_scratch& sc) {
   const float* G = sc.G.data();
   const float* b = sc.beta.data();

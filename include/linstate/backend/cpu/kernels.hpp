@@ -223,6 +223,7 @@ inline constexpr float single_gemm_span = 40.f;
 inline constexpr index_t sub_chunk = 16;
 
 //! o_acc[token] += O.row(i) for the steps c0 + i of a chunk that read the partition.
+template <int = 0>  // a template, so that a TU that never calls it does not instantiate it
 inline void add_read_rows(const stream& st, index_t c0, index_t m, const RowMat& O, const target& tg, index_t V) {
   for (index_t i = 0; i < m; ++i) {
     const index_t s = c0 + i;
@@ -237,6 +238,7 @@ inline void add_read_rows(const stream& st, index_t c0, index_t m, const RowMat&
 //! an off-diagonal block (I, J), I > J, is one product with the reference row r = first row of I,
 //!   A_IJ = (Q_I ⊙ e^{Γ_I − Γ_r}) (K_J ⊙ e^{Γ_r − Γ_J})ᵀ   (both factors ≤ 1);
 //! diagonal blocks are formed element-wise, only for j ≤ t, so no exponent is ever positive.
+template <int = 0>  // a template, so that a TU that never calls it does not instantiate it
 inline void intra_subchunked(const Eigen::Ref<const RowMat>& Q, const Eigen::Ref<const RowMat>& Kc,
                              const Eigen::Ref<const RowMat>& G, Eigen::Ref<RowMat> A, index_t m) {
   const index_t K = Q.cols();
