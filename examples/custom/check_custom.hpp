@@ -1,4 +1,4 @@
-// examples/custom/check_custom.hpp — the checks of the three user policies of policies.hpp, written
+// examples/custom/check_custom.hpp — the checks of the four user policies of policies.hpp, written
 // once and templated on the backend runner (linstate::testing::cpu_runner here; a runner that copies
 // to and from a GPU makes the same checks run on linstate::cuda). custom.cpp prints them and exits
 // non-zero on a mismatch; tests/variants/test_custom_policies.cpp runs them under doctest (and the
@@ -12,6 +12,8 @@
 //  - an independent identity, so the reference is not only compared with itself:
 //      per_value_decay with gv_{t,j} = c_t for every j  ≡  decay::scalar with g_t = c_t
 //      kda with g_{t,i} = c_t for every i                ≡  decay::gated_delta_rule with g_t = c_t
+//      fractional_delta on one partition (w = 1)          ≡  decay::gated_delta_rule (recurrent and chunked)
+//    and fractional_delta's write_strength_backward against central differences of its write_strength;
 //    (outputs, states and gradients; the gate gradient of the scalar one = the sum over the channels);
 //  - the router: its rule on hand-made tokens (bias in the selection, not in the weights, ties to the
 //    lowest index, renormalisation), the bias changes the selection of some random tokens, and it runs
@@ -20,6 +22,7 @@
 
 #include <linstate/testing/gradcheck.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -44,6 +47,13 @@ struct sse_sig : ls::spec<> {
 struct sse_sig_renorm : sse_sig { using router = custom::sigmoid_top_k<2, true>; };
 struct sse_sig_kda : sse_sig { using decay = custom::kda<true>; };
 struct sse_sig_renorm_kda : sse_sig_renorm { using decay = custom::kda<true>; };
+struct frac : ls::spec<> { using decay = custom::fractional_delta<true>; };  // one partition: w = 1
+struct sse_frac : ls::spec<> {
+  using partition = ls::partition::routed<4, ls::partition::shared>;
+  using router = ls::router::top_k<1>;
+  using decay = custom::fractional_delta<true>;
+};
+struct sse_sig_frac : sse_sig { using decay = custom::fractional_delta<true>; };
 // the shipped policies the identities compare with
 struct retention : ls::spec<> { using decay = ls::decay::scalar; };
 struct gdn : ls::spec<> { using decay = ls::decay::gated_delta_rule<true>; };
@@ -93,10 +103,16 @@ double rel_err(const A& a, const B& b) {  // max|a − b| / max|b|
 //! bias changes the selection of many tokens.
 inline constexpr lt::random_options router_draw{.router_gap = 0.5f, .param_scale = 0.3f};
 
-template <class Spec, class... Runs, class Runner>
-void gradients(outcome& out, const Runner& runner, const char* what, std::uint64_t seed) {
+//! `prep` may reshape the draw (fractional_delta keeps β away from 1, where its derivatives grow as
+//! (1 − β)^{w−n} and the finite differences' truncation with them).
+struct no_prep {
+  void operator()(lt::owned_inputs&) const {}
+};
+template <class Spec, class... Runs, class Runner, class Prep = no_prep>
+void gradients(outcome& out, const Runner& runner, const char* what, std::uint64_t seed, Prep prep = {}) {
   for (const layout& l : layouts()) {
-    const lt::owned_inputs data = lt::random_inputs<Spec>(l.dims, seed++, router_draw);
+    lt::owned_inputs data = lt::random_inputs<Spec>(l.dims, seed++, router_draw);
+    prep(data);
     const lt::gradcheck_settings settings{.samples = 4, .seed = seed, .fd_fp32 = false};
     const auto rep = lt::check_gradients<Spec, Runs...>(data.view(), {}, settings, runner);
     std::string runs;
@@ -158,6 +174,67 @@ outcome check_kda(const Runner& runner, bool verbose = false) {
   gradients<kda_attn>(out, runner, "kda<l2norm>", 201);
   gradients<kda_raw>(out, runner, "kda (no l2norm, unit keys)", 211);
   identity<kda_attn, gdn>(out, runner, "kda with g constant over i == decay::gated_delta_rule<true>", 221);
+  return out;
+}
+
+//! `Mine` and `Shipped` on the very same inputs: forward and backward on the backend, every run of
+//! the delta family (recurrent, chunked<16>, automatic; varlen).
+template <class Mine, class Shipped, class Runner>
+void same_function(outcome& out, const Runner& runner, const char* what, std::uint64_t seed) {
+  using S = ls::varlen;
+  for (const layout& l : layouts()) {
+    const lt::owned_inputs a = lt::random_inputs<Mine>(l.dims, seed++);
+    const ls::tensor<float> dO = lt::random_inputs<Mine>(l.dims, seed++).v;
+    double e = 0;
+    auto one = [&]<class A>(A) {
+      const auto fa = runner.template forward<Mine, A, S>(a.view(), {});
+      const auto fb = runner.template forward<Shipped, A, S>(a.view(), {});
+      const ls::cotangents<float> cot{.o = dO.view(), .final_state = fa.final_state.view()};
+      const auto ga = runner.template backward<Mine, A, S>(a.view(), cot, {});
+      const auto gb = runner.template backward<Shipped, A, S>(a.view(), cot, {});
+      e = std::max({e, rel_err(fa.o, fb.o), rel_err(fa.final_state, fb.final_state)});
+      for (const auto& [x, y] : {std::pair{&ga.q, &gb.q}, {&ga.k, &gb.k}, {&ga.v, &gb.v}, {&ga.g, &gb.g},
+                                 {&ga.beta, &gb.beta}, {&ga.initial_state, &gb.initial_state}})
+        e = std::max(e, rel_err(*x, *y));
+    };
+    one(ls::recurrent{});
+    one(ls::chunked<16>{});
+    one(ls::automatic{});
+    char b2[64];
+    std::snprintf(b2, sizeof b2, " (max rel. diff %.1e)", e);
+    out.add(e <= 1e-5, std::string(what) + ", " + l.name + b2);
+  }
+}
+
+template <class Runner>
+outcome check_fractional_delta(const Runner& runner, bool verbose = false) {
+  outcome out;
+  out.verbose = verbose;
+  out.log = "fractional_delta: the gated delta rule with write strength b = 1 - (1 - beta)^w, family::delta\n";
+  {  // its write_strength_backward against central differences of its write_strength (fp64)
+    double worst = 0;
+    for (const double beta : {0.05, 0.3, 0.7, 0.95})
+      for (const double w : {0.1, 0.5, 1.0}) {
+        using F = custom::fractional_delta<true>;
+        double db = 0, dw = 0;
+        F::write_strength_backward(beta, w, 1.0, db, dw);
+        const double h = 1e-6;
+        const double fb = (F::write_strength(beta + h, w) - F::write_strength(beta - h, w)) / (2 * h);
+        const double fw = (F::write_strength(beta, w + h) - F::write_strength(beta, w - h)) / (2 * h);
+        worst = std::max({worst, std::abs(db - fb) / std::max(1.0, std::abs(fb)),
+                          std::abs(dw - fw) / std::max(1.0, std::abs(fw))});
+      }
+    char b2[64];
+    std::snprintf(b2, sizeof b2, " (max rel. error %.1e)", worst);
+    out.add(worst < 1e-6, std::string("write_strength_backward vs central differences of write_strength") + b2);
+  }
+  same_function<frac, gdn>(out, runner, "fractional_delta on one partition (w = 1) == decay::gated_delta_rule<true>", 501);
+  auto beta_range = [](lt::owned_inputs& d) {  // β = σ(z) ∈ (0, 1) → (0.05, 0.9)
+    for (ls::tensor<float>* b : {&d.beta, &d.shared.beta})
+      for (float& x : b->values()) x = 0.05f + 0.85f * x;
+  };
+  gradients<sse_frac>(out, runner, "fractional_delta under top_k<1>, routed<4, shared>", 511, beta_range);
+  gradients<sse_sig_frac>(out, runner, "fractional_delta under sigmoid_top_k<2>, routed<4, shared>", 521, beta_range);
   return out;
 }
 

@@ -1,5 +1,5 @@
-// examples/custom/custom.cpp — three policies a user wrote (policies.hpp: a per-value-channel decay,
-// Kimi Delta Attention, a sigmoid top-k router with a selection bias), run forward and backward on
+// examples/custom/custom.cpp — four policies a user wrote (policies.hpp: a per-value-channel decay,
+// Kimi Delta Attention, a fractional delta rule, a sigmoid top-k router with a selection bias), run forward and backward on
 // the CPU backend and checked against the fp64 reference and fp64 finite differences
 // (check_custom.hpp says what exactly). Prints one line per check and exits 1 on any mismatch, so
 // running it is a test (meson test --suite examples). `custom -v` also prints every tensor's errors.
@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   try {
     report(custom_check::check_per_value_decay(cpu, verbose));
     report(custom_check::check_kda(cpu, verbose));
+    report(custom_check::check_fractional_delta(cpu, verbose));
     report(custom_check::check_sigmoid_router(cpu, verbose));
     report(custom_check::check_router_with_kda(cpu, verbose));
   } catch (const std::exception& e) {

@@ -1,5 +1,5 @@
-// examples/custom/custom.cu — the same three user policies as custom.cpp (policies.hpp: a per-value-
-// channel decay, Kimi Delta Attention, a sigmoid top-k router with a selection bias), run forward and
+// examples/custom/custom.cu — the same four user policies as custom.cpp (policies.hpp: a per-value-
+// channel decay, Kimi Delta Attention, a fractional delta rule, a sigmoid top-k router with a selection bias), run forward and
 // backward on the CUDA backend, linstate::cuda{stream}, through linstate::testing::cuda_runner
 // (<linstate/testing/cuda_runner.cuh>), and checked by the very checks of
 // check_custom.hpp: against the fp64 reference (which evaluates each policy's own math in double) and
@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   try {
     report(custom_check::check_per_value_decay(gpu, verbose));
     report(custom_check::check_kda(gpu, verbose));
+    report(custom_check::check_fractional_delta(gpu, verbose));
     report(custom_check::check_sigmoid_router(gpu, verbose));
     report(custom_check::check_router_with_kda(gpu, verbose));
   } catch (const std::exception& e) {

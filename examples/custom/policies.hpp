@@ -1,4 +1,4 @@
-// examples/custom/policies.hpp — three policies written as a user would: one struct each, public
+// examples/custom/policies.hpp — four policies written as a user would: one struct each, public
 // linstate headers only, no library file touched. Every function is a LINSTATE_HOST_DEVICE template
 // on the number type, so the CPU backend runs it in float, the fp64 reference in double, and the
 // same file compiles in a .cu translation unit for the GPU. examples/custom/custom.cpp checks them.
@@ -6,6 +6,7 @@
 
 #include <linstate/linstate.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -115,6 +116,42 @@ struct kda {
       ds[i] = a * dPd;
     }
     return b * du;  // ∂L/∂v_j
+  }
+};
+
+// ------------------------------------------------------------------------------------------------
+//! \brief Fractional delta rule: under a routed partition, a write of weight w applies the delta
+//! rule's contraction w times. For a unit key, (I − β k̂k̂ᵀ)^w = I − (1 − (1 − β)^w) k̂k̂ᵀ, so it is
+//! the gated delta rule (SPEC §3.1) with another write strength in place of the shipped β·w (§11 C9):
+//! \verbatim
+//!   b(β, w) = 1 − (1 − β)^w        b(β, 1) = β (one partition, or a dense router: plain GDN)
+//!   ∂b/∂β = w (1 − β)^{w−1}        ∂b/∂w = −(1 − β)^w ln(1 − β)           β ∈ [0, 1) (a sigmoid)
+//! \endverbatim
+//! family::delta, so the chunked WY kernels run it: a delta policy varies only in its write strength,
+//! and deriving with itself as `Self` makes the inherited step / step_adjoint and every kernel call
+//! this pair.
+//! \code
+//! struct sse_frac : linstate::spec<> { using partition = linstate::partition::routed<4, linstate::partition::shared>;
+//!                                      using router = linstate::router::top_k<1>; using decay = custom::fractional_delta<>; };
+//! auto [o, ht] = linstate::forward<sse_frac>(linstate::cpu{}, in);   // in.beta = sigmoid(...) [B,T,HV]
+//! \endcode
+template <bool L2Norm = true>
+struct fractional_delta : linstate::delta_transition<L2Norm, fractional_delta<L2Norm>> {
+  static constexpr const char* name = L2Norm ? "decay::fractional_delta<l2norm> (custom)" : "decay::fractional_delta (custom)";
+
+  template <class T>
+  LINSTATE_HOST_DEVICE static T write_strength(T beta, T w) {
+    using linstate::math::exp;
+    using std::log;
+    return T(1) - exp(w * log(T(1) - beta));
+  }
+  template <class T>
+  LINSTATE_HOST_DEVICE static void write_strength_backward(T beta, T w, T db, T& dbeta, T& dw) {
+    using linstate::math::exp;
+    using std::log;
+    const T l = log(T(1) - beta), r = exp(w * l);  // ln(1 − β), (1 − β)^w
+    dbeta = db * w * r / (T(1) - beta);
+    dw = -db * r * l;
   }
 };
 

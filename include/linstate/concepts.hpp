@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "dynamic.hpp"
 #include "io_types.hpp"
@@ -98,6 +99,24 @@ inline constexpr bool always_false = false;
 
 
 //! One static_assert for the first member the decay policy lacks.
+//! For family::delta: a policy defines write_strength and write_strength_backward together or
+//! inherits both from delta_transition (compared by address: the inherited member is the base's).
+template <class D>
+constexpr bool delta_write_strength_pair_consistent() {
+  constexpr bool L = D::l2norm_qk;
+  auto inherited = [](auto base) {
+    using Base = typename decltype(base)::type;
+    if constexpr (std::is_base_of_v<Base, D>)
+      return std::pair{&D::template write_strength<float> == &Base::template write_strength<float>,
+                       &D::template write_strength_backward<float> == &Base::template write_strength_backward<float>};
+    else
+      return std::pair{false, false};
+  };
+  const auto [ws0, wb0] = inherited(std::type_identity<delta_transition<L, void>>{});
+  const auto [ws1, wb1] = inherited(std::type_identity<delta_transition<L, D>>{});
+  return (ws0 || ws1) == (wb0 || wb1);
+}
+
 template <class D>
 constexpr bool validate_decay() {
   if constexpr (!requires { typename D::family; })
@@ -152,6 +171,17 @@ constexpr bool validate_decay() {
                   },
                   "linstate: a family::delta policy needs `log_decay(const T* g, index_t)` and `write_strength(T beta, "
                   "T w)` (derive from linstate::delta_transition<L2Norm>)");
+    constexpr bool has_backward = requires(float b, float& d) { D::write_strength_backward(b, b, b, d, d); } &&
+                                  requires(double b, double& d) { D::write_strength_backward(b, b, b, d, d); };
+    static_assert(has_backward,
+                  "linstate: a family::delta policy needs `write_strength_backward(T beta, T w, T db, T& dbeta, T& dw)`, "
+                  "the adjoint of its write_strength, callable with T = float and T = double (derive from "
+                  "linstate::delta_transition<L2Norm>, or define it beside your write_strength)");
+    if constexpr (has_backward)
+      static_assert(delta_write_strength_pair_consistent<D>(),
+                    "linstate: this family::delta policy redefines one of write_strength / write_strength_backward and "
+                    "inherits the other from delta_transition (b = beta*w): define both, and derive as "
+                    "`struct mine : linstate::delta_transition<L2Norm, mine>` so that step / step_adjoint call them");
   }
   return true;
 }

@@ -207,18 +207,27 @@ struct diagonal_transition {
 };
 
 //! \brief The gated delta rule (Yang et al. 2024, Gated DeltaNet; SPEC §3.1), the delta family.
-//! With a = e^{g_t}, b = β_t w_t (SPEC §11 C9: the write weight scales β), for one column:
+//! With a = e^{g_t}, b = write_strength(β_t, w_t) (β_t w_t here: SPEC §11 C9, the write weight scales β),
+//! for one column:
 //! \verbatim
 //!   P = s_j,  p = ⟨k̂, P⟩,  u = b (v_t[j] − a p),  s_j ← a P + k̂ u
-//!   adjoint: du = ⟨k̂, ds⟩   ∂v_t[j] = b du   db = du (v_t[j] − a p)   ∂β += w db   ∂w += β db
+//!   adjoint: du = ⟨k̂, ds⟩   ∂v_t[j] = b du   db = du (v_t[j] − a p)   (∂β, ∂w) += write_strength_backward(β, w, db)
 //!            ∂k̂ += u ds − a b du P   ∂g += a (⟨ds, P⟩ − b du p)   ds ← a ds − a b du k̂
 //! \endverbatim
-template <bool L2Norm>
+//! The write strength is the family's one point of variation: a policy that wants another b(β, w)
+//! derives as `struct mine : linstate::delta_transition<true, mine>` and defines both
+//! `write_strength(β, w)` and `write_strength_backward(β, w, db, dβ, dw)` (static, templates on T,
+//! LINSTATE_HOST_DEVICE). `Self` makes this class's step / step_adjoint, and every kernel of the family
+//! (CPU and CUDA, forward and backward), call the derived pair; validate_decay refuses a policy that
+//! redefines one of the two without the other. Example: examples/custom/policies.hpp, fractional_delta.
+template <bool L2Norm, class Self = void>
 struct delta_transition {
   using family = linstate::family::delta;
   static constexpr gate_extent gate = gate_extent::head;
   static constexpr bool uses_beta = true;
   static constexpr bool l2norm_qk = L2Norm;
+  //! The policy whose write_strength pair step / step_adjoint call: the derived one, or this.
+  using self = std::conditional_t<std::is_void_v<Self>, delta_transition, Self>;
 
   template <class T>
   LINSTATE_HOST_DEVICE static T log_decay(const T* g, index_t /*i*/) {
@@ -229,11 +238,17 @@ struct delta_transition {
   LINSTATE_HOST_DEVICE static T write_strength(T beta, T w) {
     return beta * w;
   }
+  //! Its adjoint: given db = ∂L/∂b, sets dbeta = ∂L/∂β and dw = ∂L/∂w (the write weight's cotangent).
+  template <class T>
+  LINSTATE_HOST_DEVICE static void write_strength_backward(T beta, T w, T db, T& dbeta, T& dw) {
+    dbeta = w * db;
+    dw = beta * db;
+  }
 
   template <class T>
   LINSTATE_HOST_DEVICE static void step(const token<T>& x, index_t /*j*/, T v, column<T> s) {
     using math::exp;
-    const T a = exp(x.g[0]), b = write_strength(x.beta, x.w);
+    const T a = exp(x.g[0]), b = self::write_strength(x.beta, x.w);
     T p = T(0);
     for (index_t i = 0; i < x.K; ++i) p += x.k[i] * s[i];
     const T u = b * (v - a * p);
@@ -244,7 +259,7 @@ struct delta_transition {
   LINSTATE_HOST_DEVICE static T step_adjoint(const token<T>& x, index_t /*j*/, T v, column<C> prev, column<T> ds,
                                              token_grad<T>& d) {
     using math::exp;
-    const T a = exp(x.g[0]), b = write_strength(x.beta, x.w);
+    const T a = exp(x.g[0]), b = self::write_strength(x.beta, x.w);
     T p = T(0), du = T(0), dsp = T(0);
     for (index_t i = 0; i < x.K; ++i) {
       const T P = static_cast<T>(prev[i]);
@@ -252,8 +267,10 @@ struct delta_transition {
     }
     const T u = b * (v - a * p);
     const T db = du * (v - a * p);
-    d.dbeta += x.w * db;
-    d.dw += x.beta * db;
+    T dbeta = T(0), dw = T(0);
+    self::write_strength_backward(x.beta, x.w, db, dbeta, dw);
+    d.dbeta += dbeta;
+    d.dw += dw;
     d.dg[0] += a * (dsp - b * du * p);
     for (index_t i = 0; i < x.K; ++i) {
       d.dk[i] += u * ds[i] - a * b * du * static_cast<T>(prev[i]);

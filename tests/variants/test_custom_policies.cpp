@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! \file tests/variants/test_custom_policies.cpp
 //! \brief The user-written policies of examples/custom/policies.hpp (a per-value-channel decay, Kimi
-//! Delta Attention, a sigmoid top-k router with a selection bias), checked exactly as the example
+//! Delta Attention, a fractional delta rule, a sigmoid top-k router with a selection bias), checked exactly as the example
 //! program examples/custom/custom.cpp checks them (examples/custom/check_custom.hpp), so that the
 //! sanitizer build (which leaves the examples out) sees them too: forward and backward, mask and
 //! varlen, B = 2 and packed cu_seqlens with an empty sequence, against the fp64 reference and fp64
@@ -28,6 +28,21 @@ struct broken : custom::per_value_decay {
   }
 };
 struct broken_variant : linstate::spec<> { using decay = broken; };
+
+//! A fractional delta rule whose write_strength_backward is the shipped β·w's (what the delta-family
+//! backward kernels hard-coded before write_strength_backward existed): ∂β and ∂w are wrong.
+struct frac_wrong_adjoint : linstate::delta_transition<true, frac_wrong_adjoint> {
+  static constexpr const char* name = "decay::fractional_delta with the shipped adjoint";
+  template <class T>
+  LINSTATE_HOST_DEVICE static T write_strength(T beta, T w) {
+    return custom::fractional_delta<true>::write_strength(beta, w);
+  }
+  template <class T>
+  LINSTATE_HOST_DEVICE static void write_strength_backward(T beta, T w, T db, T& dbeta, T& dw) {
+    dbeta = w * db, dw = beta * db;
+  }
+};
+struct frac_wrong_variant : custom_check::sse_frac { using decay = frac_wrong_adjoint; };
 }  // namespace
 
 TEST_CASE("custom policy: per-value-channel decay (family::recurrent_only, gate [B,T,HV,V])") {
@@ -40,6 +55,24 @@ TEST_CASE("custom policy: Kimi Delta Attention, with and without l2 normalisatio
   const auto o = custom_check::check_kda(cpu);
   CHECK(o.checks >= 6);
   CHECK_MESSAGE(o.failures == 0, o.log);
+}
+
+TEST_CASE("custom policy: fractional delta rule (family::delta with its own write strength; chunked WY kernels)") {
+  const auto o = custom_check::check_fractional_delta(cpu);
+  CHECK(o.checks >= 7);
+  CHECK_MESSAGE(o.failures == 0, o.log);
+}
+
+TEST_CASE("linstate::testing::check_gradients reports a wrong write_strength_backward") {
+  // the write strength enters β's gradient and, through the write weight, the router logits'
+  namespace lt = linstate::testing;
+  const auto data = lt::random_inputs<frac_wrong_variant>({.B = 1, .T = 12, .H = 1, .HV = 2, .K = 4, .V = 3}, 9);
+  using run = lt::run<linstate::chunked<16>, linstate::varlen>;
+  const auto rep = lt::check_gradients<frac_wrong_variant, run>(data.view(), {}, {.samples = 3});
+  INFO(rep.str());
+  CHECK_FALSE(rep.ok());
+  for (const auto& t : rep.tensors)
+    if (t.name == "beta" || t.name == "router_logits") CHECK_FALSE(t.ok);
 }
 
 TEST_CASE("custom policy: sigmoid top-k router with a selection bias, over GLA (recurrent and chunked<16>)") {

@@ -189,7 +189,7 @@ void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const 
         if (D::l2norm_qk) l2normalize(k, K);
         const float a = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
         const float beta = detail::to_float(src.beta[t * HV + tg.hv]);
-        const float bt = beta * cw;
+        const float bt = D::write_strength(beta, cw);  // SPEC §11 C9: the write gate scales β
         float* __restrict du = sc.du.data();
         float* __restrict pk = sc.pk.data();
         float* __restrict wv = sc.w.data();
@@ -221,8 +221,10 @@ void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const 
         if (D::l2norm_qk) l2normalize_backward(kraw, dkh, dk, K);
         else
           for (index_t a2 = 0; a2 < K; ++a2) dk[a2] += dkh[a2];
-        tg.dbeta[t - tg.tok0] += cw * dbt;
-        if (tg.dcw) tg.dcw[i] = beta * dbt;
+        float dbeta = 0.f, dcw = 0.f;
+        D::write_strength_backward(beta, cw, dbt, dbeta, dcw);  // the policy's adjoint of b(β, cw)
+        tg.dbeta[t - tg.tok0] += dbeta;
+        if (tg.dcw) tg.dcw[i] = dcw;
         const float da = dP - bt * dupk;
         tg.dg[t - tg.tok0] += a * da;
         for (index_t a2 = 0; a2 < K; ++a2)

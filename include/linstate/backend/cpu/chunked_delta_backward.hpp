@@ -343,9 +343,10 @@ void run_chunked_delta_backward(const problem& pb, const source<Scalar>& src, co
         float* __restrict dv = tg.dv + row * V;
         const float* __restrict dbu = sc.B.row(i).data();
         for (index_t j = 0; j < V; ++j) dv[j] += b[i] * dbu[j];
-        const float cw = st.wgt_w(s);
-        tg.dbeta[row] += cw * db[i];
-        if (tg.dcw) tg.dcw[s] = detail::to_float(src.beta[t * HV + tg.hv]) * db[i];
+        float dbeta = 0.f, dcw = 0.f;  // the policy's adjoint of b(β, w)
+        D::write_strength_backward(detail::to_float(src.beta[t * HV + tg.hv]), st.wgt_w(s), db[i], dbeta, dcw);
+        tg.dbeta[row] += dbeta;
+        if (tg.dcw) tg.dcw[s] = dcw;
         // G sums the floored gates: ∂L/∂g is 0 below the floor (detail::chunked_log_decay_floor)
         if (!detail::below_log_decay_floor(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)))) tg.dg[row] += acc;
       }

@@ -818,10 +818,12 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
         for (int a = lane; a < K; a += 32) p.dk[(r.hv * p.Rw + wsl) * K + a] = ik * (dK[i * lk + a] - Kn[i * lk + a] * d);
       }
       if (lane == 0) {
-        if (p.dbeta) p.dbeta[r.hv * p.Rw + wsl] = r.w * db[i];
+        float dbeta = 0.f, dcw = 0.f;  // the policy's adjoint of b(β, w)
+        D::write_strength_backward(to_f32(src.beta[r.hv]), r.w, db[i], dbeta, dcw);
+        if (p.dbeta) p.dbeta[r.hv * p.Rw + wsl] = dbeta;
         // G summed the floored gates: ∂L/∂g is exactly 0 below detail::chunked_log_decay_floor
         if (p.dg) p.dg[r.hv * p.Rw + wsl] = detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv, 0))) ? 0.f : dG[i];
-        if (at.routed && p.dcw) p.dcw[r.hv * p.N + at.n] = to_f32(src.beta[r.hv]) * db[i];  // ∂β̃/∂w = β
+        if (at.routed && p.dcw) p.dcw[r.hv * p.N + at.n] = dcw;
       }
     }
   }

@@ -427,8 +427,10 @@ __global__ void __launch_bounds__(32 * bwd_max_warps, 1) recurrent_bwd_kernel(co
                 float dP = 0.f, dbt = 0.f, dupk = 0.f;
                 for (int q = 0; q < NW; ++q) dP += rs_w[q];
                 for (int cc = 0; cc < cg; ++cc) dbt += rs_w[NW + cc], dupk += rs_w[2 * NW + cc];
-                if (p.dbeta) p.dbeta[z * p.zs_b + row * p.Rw + rt.ws] = rt.cw * dbt;
-                if (routed && p.dcw) p.dcw[at_c] = beta * dbt;
+                float dbeta = 0.f, dcw = 0.f;
+                D::write_strength_backward(beta, rt.cw, dbt, dbeta, dcw);  // the policy's adjoint of b(β, cw)
+                if (p.dbeta) p.dbeta[z * p.zs_b + row * p.Rw + rt.ws] = dbeta;
+                if (routed && p.dcw) p.dcw[at_c] = dcw;
                 if (p.dg) p.dg[z * p.zs_g + row * p.Rw + rt.ws] = decay * (dP - bt * dupk);
               } else {
                 if (routed && p.dcw) p.dcw[at_c] = S_k;
