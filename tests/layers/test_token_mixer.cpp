@@ -1,0 +1,158 @@
+// tests/layers/test_token_mixer.cpp — the token mixer (linstate/layers/token_mixer.hpp): every
+// parameter gradient and dx against fp64 finite differences of the layer's own forward; the fp32
+// layer against the fp64 one; its kernel part against calling linstate::forward directly; bad input.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <linstate/layers.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "layer_check.hpp"
+
+namespace {
+
+namespace dc = linstate::decay;
+namespace pt = linstate::partition;
+namespace rt = linstate::router;
+namespace ly = linstate::layers;
+using linstate::index_t;
+using linstate::tensor;
+
+struct gla : linstate::spec<> {};
+struct sse_n4k1s : gla {
+  using partition = pt::routed<4, pt::shared>;
+  using router = rt::top_k<1>;
+};
+struct sse_n8k2 : gla {
+  using partition = pt::routed<8>;
+  using router = rt::top_k<2>;
+};
+struct gdn : gla { using decay = dc::gated_delta_rule<true>; };
+struct sse_gdn_n4k1s : sse_n4k1s { using decay = dc::gated_delta_rule<true>; };
+
+// the kernel runs recurrently in these tests (T is small, so `automatic` would too; naming it keeps the
+// chunked kernels out of this translation unit's compile time)
+template <class V, class Real>
+using mixer = ly::token_mixer<V, Real, linstate::recurrent>;
+
+template <class V>
+ly::mixer_config test_config() {
+  ly::mixer_config c{.d_model = 6, .num_heads = 2, .head_k = 4, .head_v = 3, .gate_rank = 3, .adapter_rank = 2};
+  c.init_std = 0.4;  // larger than fla's 0.02, so that every term of the gradient matters
+  c.balance_coefficient = 0.5;
+  c.seed = 7;
+  if constexpr (V::decay::uses_beta) c.k_map = ly::feature_map::silu;  // SSE-GDN / GDN use SiLU keys (SPEC §4.1)
+  return c;
+}
+
+//! Gives the norm weight, the biases and the router generic values (fla starts them at 1, 0, and a
+//! router of std 0.02 whose logits nearly tie), the same in every precision.
+template <class Layer>
+void perturb(Layer& L) {
+  std::vector<ly::parameter_ref<typename Layer::real>> ps;
+  L.collect(ps);
+  ly::init_rng g(99, "perturb");
+  for (auto& p : ps) {
+    const bool w_r = p.name == "W_r", bias = p.name.rfind("b_g", 0) == 0 || p.name == "norm_w";
+    for (index_t i = 0; i < p.value.numel(); ++i) {
+      const double n = g.normal();
+      if (w_r) p.value.data[i] = static_cast<typename Layer::real>(2.0 * n);
+      else if (bias) p.value.data[i] += static_cast<typename Layer::real>(0.3 * n);
+    }
+  }
+}
+
+template <class V>
+void check_variant(const char* name) {
+  const ly::mixer_config c = test_config<V>();
+  mixer<V, double> L64(c);
+  perturb(L64);
+  const index_t B = 2, T = 6;
+  // h = 1e-3: the 4-point difference's truncation (∝ h⁴) and the fp64 rounding (∝ 1/h) both stay
+  // below 1e-7 of max|g|; what is left is the ~1e-7 of reference::backward taking fp32-rounded inputs
+  auto rep = layer_check::check_layer(L64, {B, T, c.d_model}, c.balance_coefficient, 11, /*h=*/1e-3, /*tol=*/1e-6);
+  INFO(name << "\n" << rep.str());
+  CHECK(rep.ok());
+
+  // the fp32 layer (linstate::forward / backward) against the fp64 one (linstate::reference)
+  mixer<V, float> L32(c);
+  layer_check::copy_params(L64, L32);
+  auto cmp = layer_check::compare_precisions(L64, L32, {B, T, c.d_model}, c.balance_coefficient, 11);
+  INFO(cmp.str());
+  if (std::getenv("LAYERS_VERBOSE")) MESSAGE(name << "\n" << rep.str() << cmp.str());
+  CHECK(cmp.ok(2e-5));  // observed <= 1.6e-6
+
+  // the kernel part is linstate::forward on the layer's kernel inputs, bit for bit
+  const auto& in = L32.kernel_inputs();
+  const auto r = linstate::forward<V>(linstate::cpu{}, in, linstate::recurrent{}, linstate::varlen{}, c.kernel);
+  const auto o = L32.kernel_output();
+  REQUIRE(r.o.numel() == o.numel());
+  bool same = true;
+  for (index_t i = 0; i < o.numel(); ++i) same = same && r.o[i] == o.data[i];
+  CHECK(same);
+}
+
+}  // namespace
+
+TEST_CASE("token_mixer: GLA (single partition, dense router)") { check_variant<gla>("gla"); }
+TEST_CASE("token_mixer: SSE-n4k1 + shared") { check_variant<sse_n4k1s>("sse_n4k1s"); }
+#ifndef LINSTATE_TEST_SANITIZED
+TEST_CASE("token_mixer: SSE-n8k2 without shared") { check_variant<sse_n8k2>("sse_n8k2"); }
+TEST_CASE("token_mixer: GDN") { check_variant<gdn>("gdn"); }
+#endif
+TEST_CASE("token_mixer: SSE-GDN n4k1 + shared") { check_variant<sse_gdn_n4k1s>("sse_gdn_n4k1s"); }
+
+TEST_CASE("token_mixer: bad input names the tensor and its shape") {
+  const ly::mixer_config c = test_config<gla>();
+  mixer<gla, float> L(c);
+  tensor<float> x({2, 3, 5}), y({2, 3, 5});
+  CHECK_THROWS_WITH_AS(L.forward(x.view(), y.view()),
+                       "linstate::layers::token_mixer::forward: x has shape [2,3,5] but must be [B,T,D] with D = d_model = 6",
+                       linstate::error);
+  tensor<float> x6({2, 3, 6}), y6({2, 4, 6}), dx({2, 3, 6});
+  CHECK_THROWS_WITH_AS(L.backward(x6.view(), dx.view()),
+                       "linstate::layers::token_mixer::backward: no forward call to differentiate (call forward first)",
+                       linstate::error);
+  CHECK_THROWS_WITH_AS(L.forward(x6.view(), y6.view()),
+                       "linstate::layers::token_mixer::forward: out has shape [2,4,6] but must be [2,3,6] (like x: [B,T,D])",
+                       linstate::error);
+  ly::mixer_config bad = c;
+  bad.num_heads = 0;
+  using gla32 = mixer<gla, float>;
+  CHECK_THROWS_WITH_AS(gla32{bad}, "linstate::layers::token_mixer: mixer_config.num_heads = 0: must be >= 1",
+                       linstate::error);
+}
+
+TEST_CASE("token_mixer: initialisation is deterministic from the seed, as fla") {
+  const ly::mixer_config c{.d_model = 16, .num_heads = 2, .head_k = 8, .head_v = 8, .seed = 3};
+  mixer<sse_gdn_n4k1s, float> a(c), b(c);
+  ly::mixer_config c2 = c;
+  c2.seed = 4;
+  mixer<sse_gdn_n4k1s, float> other(c2);
+  std::vector<ly::parameter_ref<float>> pa, pb, po;
+  a.collect(pa, "m."), b.collect(pb, "m."), other.collect(po, "m.");
+  REQUIRE(pa.size() == pb.size());
+  bool same = true, differs = false;
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    for (index_t j = 0; j < pa[i].value.numel(); ++j) {
+      same = same && pa[i].value.data[j] == pb[i].value.data[j];
+      differs = differs || pa[i].value.data[j] != po[i].value.data[j];
+    }
+  CHECK(same);
+  CHECK(differs);
+  for (const auto& p : pa) {
+    CHECK(p.name.rfind("m.", 0) == 0);
+    if (p.name == "m.norm_w") CHECK(p.value.data[0] == 1.f);
+    if (p.name == "m.A_log") CHECK(std::exp(p.value.data[0]) <= 16.f);
+    if (p.name == "m.W_q") {  // N(0, 0.02²): the sample std of 256 draws within 20%
+      double ss = 0;
+      for (index_t j = 0; j < p.value.numel(); ++j) ss += double(p.value.data[j]) * p.value.data[j];
+      CHECK(std::sqrt(ss / double(p.value.numel())) == doctest::Approx(0.02).epsilon(0.2));
+    }
+  }
+}
