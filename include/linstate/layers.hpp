@@ -6,3 +6,7 @@
 #include "layers/ops.hpp"
 #include "layers/parameter.hpp"
 #include "layers/token_mixer.hpp"
+#include "layers/embedding.hpp"
+#include "layers/linear.hpp"
+#include "layers/rms_norm.hpp"
+#include "layers/swiglu.hpp"

@@ -12,6 +12,7 @@
 #include <linstate/layers.hpp>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace layer_check {
@@ -87,13 +88,15 @@ inline tensor<double> normal(shape_t s, std::mt19937_64& g, double sd = 1.0) {
 //! against the 4-point central difference (8(L(+h) − L(−h)) − (L(+2h) − L(−2h)))/12h of the fp64
 //! forward.
 template <class Layer>
-report check_layer(Layer& L, shape_t xs, double coef, std::uint64_t seed, double h = 1e-2, double tol = 1e-5,
-                   int samples = 3) {
+report check_layer(Layer& L, shape_t xs, double coef, std::uint64_t seed, double h = 1e-3, double tol = 1e-6,
+                   int samples = 3, shape_t ys = {}) {
+  if (ys.rank() == 0) ys = xs;
   std::mt19937_64 gen(seed);
-  tensor<double> x = normal(xs, gen), dout = normal(xs, gen), out(xs), dx(xs);
+  tensor<double> x = normal(xs, gen), dout = normal(ys, gen), out(ys), dx(xs);
   auto loss = [&] {
-    const double aux = L.forward(x.view(), out.view());
-    double s = coef * aux;
+    double s = 0;
+    if constexpr (std::is_void_v<decltype(L.forward(x.view(), out.view()))>) L.forward(x.view(), out.view());
+    else s = coef * L.forward(x.view(), out.view());
     for (index_t i = 0; i < out.numel(); ++i) s += out[i] * dout[i];
     return s;
   };

@@ -1,0 +1,109 @@
+// tests/layers/test_small_layers.cpp — linear, rms_norm, swiglu, embedding (+ its tied head): every
+// parameter gradient and dx against fp64 finite differences; bad input; the parameter views.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <linstate/layers.hpp>
+#include <random>
+#include <vector>
+
+#include "layer_check.hpp"
+
+namespace {
+namespace ly = linstate::layers;
+using linstate::index_t;
+using linstate::tensor;
+
+//! a few parameters of every layer away from their initial values (so that e.g. w ≠ 1 matters)
+template <class Layer>
+void randomise(Layer& L, double sd) {
+  std::vector<ly::parameter_ref<double>> ps;
+  L.collect(ps);
+  ly::init_rng g(5, "randomise");
+  for (auto& p : ps)
+    for (index_t i = 0; i < p.value.numel(); ++i) p.value.data[i] += sd * g.normal();
+}
+}  // namespace
+
+TEST_CASE("linear, rms_norm, swiglu: gradients against fp64 finite differences") {
+  ly::linear<double> lin({.in = 5, .out = 3, .bias = true, .init_std = 0.5});
+  randomise(lin, 0.3);
+  auto r1 = layer_check::check_layer(lin, {2, 3, 5}, 0, 1, 1e-3, 1e-8, 3, {2, 3, 3});
+  INFO("linear\n" << r1.str());
+  CHECK(r1.ok());
+
+  ly::rms_norm<double> nrm(6, 1e-6);
+  randomise(nrm, 0.3);
+  auto r2 = layer_check::check_layer(nrm, {2, 3, 6}, 0, 2, 1e-3, 1e-8);
+  INFO("rms_norm\n" << r2.str());
+  CHECK(r2.ok());
+
+  ly::swiglu<double> mlp({.d_model = 4, .hidden = 7, .init_std = 0.5});
+  auto r3 = layer_check::check_layer(mlp, {2, 3, 4}, 0, 3, 1e-3, 1e-8);
+  INFO("swiglu\n" << r3.str());
+  CHECK(r3.ok());
+}
+
+TEST_CASE("embedding and its tied head: gradients") {
+  ly::embedding<double> emb({.vocab = 7, .d_model = 4, .init_std = 1.0});
+  const std::vector<std::int32_t> ids = {3, 0, 3, 6, 1, 3};  // id 3 three times: the gradient sums
+  tensor<double> y({2, 3, 4}), dy({2, 3, 4}), logits({2, 3, 7}), dlogits({2, 3, 7}), dh({2, 3, 4});
+  std::mt19937_64 gen(4);
+  std::normal_distribution<double> nd;
+  for (double& v : dy.values()) v = nd(gen);
+  for (double& v : dlogits.values()) v = nd(gen);
+  // L = Σ y·dy + Σ head(y)·dlogits: both uses of E at once
+  auto loss = [&] {
+    emb.forward(ids, y.view());
+    emb.head(y.view(), logits.view());
+    double s = 0;
+    for (index_t i = 0; i < y.numel(); ++i) s += y[i] * dy[i];
+    for (index_t i = 0; i < logits.numel(); ++i) s += logits[i] * dlogits[i];
+    return s;
+  };
+  std::vector<ly::parameter_ref<double>> ps;
+  emb.collect(ps, "embed.");
+  REQUIRE(ps.size() == 1);
+  CHECK(ps[0].name == "embed.E");
+  ly::zero_grad(ps);
+  loss();
+  emb.head_backward(y.view(), dlogits.view(), dh.view());
+  for (index_t i = 0; i < dy.numel(); ++i) dh[i] += dy[i];
+  emb.backward(dh.view());
+  const std::vector<double> g(ps[0].grad.data, ps[0].grad.data + ps[0].grad.numel());
+  double worst = 0, gmax = 0;
+  for (index_t i = 0; i < ps[0].value.numel(); ++i) {
+    double& v = ps[0].value.data[i];
+    const double v0 = v, h = 1e-3;
+    auto at = [&](double o) { return v = v0 + o, loss(); };
+    const double fd = (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h);
+    v = v0;
+    worst = std::max(worst, std::abs(fd - g[static_cast<std::size_t>(i)]));
+    gmax = std::max(gmax, std::abs(g[static_cast<std::size_t>(i)]));
+  }
+  CHECK(worst <= 1e-8 * gmax);
+  // without the head, a row no id reads gets no gradient
+  ly::zero_grad(ps);
+  emb.forward(ids, y.view());
+  emb.backward(dy.view());
+  for (index_t j = 0; j < 4; ++j) CHECK(ps[0].grad.data[2 * 4 + j] == 0.0);
+}
+
+TEST_CASE("small layers: bad input names the tensor and its shape") {
+  ly::linear<float> lin({.in = 5, .out = 3});
+  tensor<float> x({2, 4}), y({2, 3});
+  CHECK_THROWS_WITH_AS(lin.forward(x.view(), y.view()),
+                       "linstate::layers::linear::forward: x has shape [2,4] but must be [...,in] with in = 5",
+                       linstate::error);
+  ly::embedding<float> emb({.vocab = 4, .d_model = 2});
+  tensor<float> e({1, 2, 2});
+  const std::vector<std::int32_t> ids = {1, 4};
+  CHECK_THROWS_WITH_AS(emb.forward(ids, e.view()),
+                       "linstate::layers::embedding::forward: ids[1] = 4 is outside [0, vocab = 4)", linstate::error);
+  ly::swiglu<float> mlp({.d_model = 4, .hidden = 8});
+  tensor<float> d({1, 4});
+  CHECK_THROWS_WITH_AS(mlp.backward(d.view(), d.view()),
+                       "linstate::layers::swiglu::backward: no forward call to differentiate (call forward first)",
+                       linstate::error);
+  CHECK_THROWS_WITH_AS(ly::rms_norm<float>(0), "linstate::layers::rms_norm: the width must be >= 1, got 0", linstate::error);
+}
