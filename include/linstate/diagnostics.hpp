@@ -97,7 +97,7 @@ struct partition_key_sparsity_report {
 //! rank 0 by convention; the per-partition means leave zero matrices out and count them in `zero_states`.
 struct spectrum_report {
   index_t S = 0, P = 0, HV = 0, K = 0, V = 0, r = 0;  //!< r = min(K, V) singular values per matrix
-  std::vector<double> singular_values;  //!< [S,P,HV,r], descending, computed in double (Eigen::BDCSVD)
+  std::vector<double> singular_values;  //!< [S,P,HV,r], descending, computed in double (Eigen::JacobiSVD)
   std::vector<double> entropy;          //!< [S,P,HV] nats, in [0, ln r]
   std::vector<double> effective_rank;   //!< [S,P,HV] exp(entropy), in [1, r]; 0 for a zero matrix
   std::vector<double> mean_entropy;         //!< [P] over the non-zero matrices of partition p (0 if none)
@@ -231,24 +231,18 @@ inline load_report load_of(const linstate::detail::routing& rt, index_t tokens, 
   return L;
 }
 
-//! Whether partition slot p (0..P-1) is written by token t of a routing (slots of the shared partition,
-//! a single partition or a dense router: always).
-struct writer_table {
-  bool routes = false, shared = false;
-  index_t N = 1;
-  const std::vector<std::uint8_t>* flags = nullptr;
-  bool writes(index_t t, index_t p) const {
-    if (!routes || (shared && p == 0)) return true;
-    const index_t n = p - (shared ? 1 : 0);
-    return ((*flags)[static_cast<std::size_t>(t * N + n)] & linstate::detail::route_write) != 0;
-  }
-};
-
+//! A variant's problem for a call's inputs and the call's routing (routing routers only).
 template <class Spec, class Scalar>
 struct resolved_run {
   linstate::detail::problem_for<typename Spec::router> pb;
   linstate::detail::routing rt;
-  writer_table wt;
+  //! Whether token t writes partition slot p (0..P-1): always for the shared partition, a single
+  //! partition or a router that does not route; its write flag for a routed one.
+  bool writes(index_t t, index_t p) const {
+    if (!pb.routed || (pb.shared && p == 0)) return true;
+    const index_t n = p - (pb.shared ? 1 : 0);
+    return (rt.flags[static_cast<std::size_t>(t * pb.N + n)] & linstate::detail::route_write) != 0;
+  }
 };
 
 //! make_problem (every input checked as forward() checks it), then the routing of the call.
@@ -257,9 +251,8 @@ resolved_run<Spec, Scalar> resolve_run(const std::string& api, const inputs<Scal
   using R = typename Spec::router;
   resolved_run<Spec, Scalar> r{linstate::detail::make_problem<Spec>(api, in, tensor_view<Scalar>{}, tensor_view<float>{},
                                                                      "state", opt, /*o_given=*/false),
-                               {}, {}};
+                               {}};
   if constexpr (R::routes) linstate::detail::compute_routing<R>(r.pb, in, r.rt);
-  r.wt = writer_table{R::routes, r.pb.shared, r.pb.N, &r.rt.flags};
   return r;
 }
 
@@ -424,18 +417,9 @@ key_sparsity_report key_sparsity(const tensor_view<Scalar>& k, double threshold 
   return key_sparsity(tensor_view<const Scalar>(k), threshold);
 }
 
-//! \brief Key sparsity per partition of a run (see partition_key_sparsity_report): the inputs are
-//! checked as forward() checks them, and the routing is the router policy's own.
-//! \code
-//! auto ks = linstate::diagnostics::partition_key_sparsity<sse_n4k1s>(in);   // ks.fraction[0]: shared keys
-//! \endcode
-template <class Spec, InputScalar Scalar>
-partition_key_sparsity_report partition_key_sparsity(const inputs<Scalar>& in, const options& opt = {},
-                                                     double threshold = default_threshold) {
-  static_assert(linstate::detail::validate<Spec>());
-  const std::string api = "linstate::diagnostics::partition_key_sparsity";
-  detail::require_threshold(api, threshold);
-  const auto run = detail::resolve_run<Spec>(api, in, opt);
+namespace detail {
+template <class Spec, class Scalar>
+partition_key_sparsity_report key_sparsity_of(const resolved_run<Spec, Scalar>& run, const inputs<Scalar>& in, double threshold) {
   const auto& pb = run.pb;
   partition_key_sparsity_report R;
   R.threshold = threshold;
@@ -452,7 +436,7 @@ partition_key_sparsity_report partition_key_sparsity(const inputs<Scalar>& in, c
       for (index_t i = 0; i < width; ++i)
         zs += std::fabs(static_cast<double>(linstate::detail::to_float(in.shared.k.data[t * width + i]))) < threshold;
     for (index_t p = 0; p < pb.P; ++p)
-      if (run.wt.writes(t, p)) {
+      if (run.writes(t, p)) {
         zeros[static_cast<std::size_t>(p)] += (pb.shared && p == 0) ? zs : zk;
         R.entries[static_cast<std::size_t>(p)] += width;
       }
@@ -460,6 +444,21 @@ partition_key_sparsity_report partition_key_sparsity(const inputs<Scalar>& in, c
   for (std::size_t p = 0; p < zeros.size(); ++p)
     if (R.entries[p] > 0) R.fraction[p] = static_cast<double>(zeros[p]) / static_cast<double>(R.entries[p]);
   return R;
+}
+}  // namespace detail
+
+//! \brief Key sparsity per partition of a run (see partition_key_sparsity_report): the inputs are
+//! checked as forward() checks them, and the routing is the router policy's own.
+//! \code
+//! auto ks = linstate::diagnostics::partition_key_sparsity<sse_n4k1s>(in);   // ks.fraction[0]: shared keys
+//! \endcode
+template <class Spec, InputScalar Scalar>
+partition_key_sparsity_report partition_key_sparsity(const inputs<Scalar>& in, const options& opt = {},
+                                                     double threshold = default_threshold) {
+  static_assert(linstate::detail::validate<Spec>());
+  const std::string api = "linstate::diagnostics::partition_key_sparsity";
+  detail::require_threshold(api, threshold);
+  return detail::key_sparsity_of(detail::resolve_run<Spec>(api, in, opt), in, threshold);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -509,7 +508,11 @@ inline spectrum_report state_spectrum(const tensor_view<const float>& state) {
   R.mean_effective_rank.assign(static_cast<std::size_t>(R.P), 0.0);
   R.zero_states.assign(static_cast<std::size_t>(R.P), 0);
   std::vector<index_t> nonzero(static_cast<std::size_t>(R.P), 0);
-  Eigen::MatrixXd m(R.K, R.V);
+  // JacobiSVD (two-sided Jacobi: Eigen's most accurate SVD) without a QR preconditioner, on the matrix
+  // padded with zeros to n×n, n = max(K, V): padding adds only zero singular values, and the
+  // preconditioner-free instantiation compiles in a fraction of BDCSVD's or the QR-preconditioned one's time.
+  const index_t n = std::max(R.K, R.V);
+  Eigen::MatrixXd m = Eigen::MatrixXd::Zero(n, n);
   for (index_t idx = 0; idx < M; ++idx) {
     const index_t p = (idx / R.HV) % R.P;
     const float* h = state.data + idx * block;
@@ -521,7 +524,7 @@ inline spectrum_report state_spectrum(const tensor_view<const float>& state) {
       }
     double* sv = R.singular_values.data() + idx * R.r;
     if (any && R.r > 0) {
-      Eigen::BDCSVD<Eigen::MatrixXd> svd(m);  // singular values only, in double
+      const Eigen::JacobiSVD<Eigen::MatrixXd, Eigen::NoQRPreconditioner> svd(m);  // singular values only, in double
       const auto& s = svd.singularValues();
       for (index_t i = 0; i < R.r; ++i) sv[i] = std::max(s(i), 0.0);
     }
@@ -551,24 +554,10 @@ inline spectrum_report state_spectrum(const tensor_view<const float>& state) {
 // Decay clock
 // ------------------------------------------------------------------------------------------------
 
-//! \brief The decay clock of each partition over one call's inputs (see clock_report), for variant
-//! `Spec`: the inputs are checked as forward() checks them, the routing is the router policy's own
-//! (`route`), and λ comes from the decay policy's `log_decay(g, i)` (the same function the chunked
-//! kernels read), on `in.g` for routed / single partitions and on `in.shared.g` for the shared one.
-//! A decay policy without `log_decay` (a family::recurrent_only policy may have none) still gets the
-//! event counts; `has_log_decay` is then false.
-//! \code
-//! auto c = linstate::diagnostics::decay_clock<sse_n4k1s>(in);
-//! c.events_at(0, 0);         // = T: the shared partition decays on every token
-//! c.events_at(0, 1);         // tokens of sequence 0 routed to partition 0 (slot 1)
-//! c.log_decay_at(0, 1, 0);   // Σ λ over those tokens, value head 0
-//! \endcode
-template <class Spec, InputScalar Scalar>
-clock_report decay_clock(const inputs<Scalar>& in, const options& opt = {}) {
-  static_assert(linstate::detail::validate<Spec>());
+namespace detail {
+template <class Spec, class Scalar>
+clock_report decay_clock_of(const resolved_run<Spec, Scalar>& run, const inputs<Scalar>& in) {
   using D = typename Spec::decay;
-  const std::string api = "linstate::diagnostics::decay_clock";
-  const auto run = detail::resolve_run<Spec>(api, in, opt);
   const auto& pb = run.pb;
   clock_report C;
   C.S = pb.S, C.P = pb.P, C.HV = pb.HV, C.shared = pb.shared;
@@ -609,7 +598,7 @@ clock_report decay_clock(const inputs<Scalar>& in, const options& opt = {}) {
           if (pb.shared) lam_shared[static_cast<std::size_t>(hv)] = mean_lambda(in.shared.g, t, hv);
         }
       for (index_t p = 0; p < pb.P; ++p) {
-        if (!run.wt.writes(t, p)) continue;
+        if (!run.writes(t, p)) continue;
         ++C.events[static_cast<std::size_t>(s * pb.P + p)];
         if constexpr (has_ld) {
           const auto& lam = (pb.shared && p == 0) ? lam_shared : lam_routed;
@@ -620,6 +609,25 @@ clock_report decay_clock(const inputs<Scalar>& in, const options& opt = {}) {
     }
   }
   return C;
+}
+}  // namespace detail
+
+//! \brief The decay clock of each partition over one call's inputs (see clock_report), for variant
+//! `Spec`: the inputs are checked as forward() checks them, the routing is the router policy's own
+//! (`route`), and λ comes from the decay policy's `log_decay(g, i)` (the same function the chunked
+//! kernels read), on `in.g` for routed / single partitions and on `in.shared.g` for the shared one.
+//! A decay policy without `log_decay` (a family::recurrent_only policy may have none) still gets the
+//! event counts; `has_log_decay` is then false.
+//! \code
+//! auto c = linstate::diagnostics::decay_clock<sse_n4k1s>(in);
+//! c.events_at(0, 0);         // = T: the shared partition decays on every token
+//! c.events_at(0, 1);         // tokens of sequence 0 routed to partition 0 (slot 1)
+//! c.log_decay_at(0, 1, 0);   // Σ λ over those tokens, value head 0
+//! \endcode
+template <class Spec, InputScalar Scalar>
+clock_report decay_clock(const inputs<Scalar>& in, const options& opt = {}) {
+  static_assert(linstate::detail::validate<Spec>());
+  return detail::decay_clock_of(detail::resolve_run<Spec>("linstate::diagnostics::decay_clock", in, opt), in);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -649,8 +657,8 @@ summary summarize(const inputs<Scalar>& in, const tensor_view<const float>& fina
   S.threshold = threshold;
   S.P = run.pb.P, S.shared = run.pb.shared, S.single = Spec::partition::is_single;
   if constexpr (R::routes) S.load = detail::load_of(run.rt, run.pb.tokens(), run.pb.kw, run.pb.kr);
-  S.keys = partition_key_sparsity<Spec>(in, opt, threshold);
-  S.clock = decay_clock<Spec>(in, opt);
+  S.keys = detail::key_sparsity_of(run, in, threshold);
+  S.clock = detail::decay_clock_of(run, in);
   if (!final_state.empty()) {
     S.state_sparsity = state_sparsity(final_state, threshold);
     S.spectrum = state_spectrum(final_state);
