@@ -178,6 +178,13 @@ TEST_CASE("diagnostics: state_spectrum of diagonal and rotated states") {
   const auto sq = dg::state_spectrum(scaled.cview());
   for (std::size_t i = 0; i < sp.entropy.size(); ++i) CHECK(sq.entropy[i] == doctest::Approx(sp.entropy[i]).epsilon(1e-5));
 
+  // one thread or several: the same numbers (one matrix per task)
+  const auto one = dg::state_spectrum(st.cview(), linstate::cpu{.threads = 1});
+  const auto three = dg::state_spectrum(st.cview(), linstate::cpu{.threads = 3});
+  CHECK(one.singular_values == three.singular_values);
+  CHECK(one.entropy == sp.entropy);
+  CHECK(three.zero_states == sp.zero_states);
+
   tensor<float> bad = st;
   bad[5] = std::nanf("");
   CHECK(error_of([&] { dg::state_spectrum(bad.cview()); }).find("non-finite") != std::string::npos);
