@@ -24,7 +24,8 @@
 // Determinism: example i of seed s is a pure function of (options, s, i) — a counter-based generator
 // (SplitMix64 of the seed, the example index and a draw counter), with its own integer and real
 // conversions (no std:: distribution, whose output differs between standard libraries). Any batch can
-// be regenerated in any order, on any thread, on any platform.
+// be regenerated in any order, on any thread, on any platform. A held-out evaluation set is another
+// seed (or a range of example indices the training steps never reach).
 //
 // Why examples/ and not include/linstate/: the task is the recall experiment's data, not part of the
 // recurrent-state library (it uses none of it, and a user of linstate's kernels or layers never needs it).
@@ -43,6 +44,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mqar {
