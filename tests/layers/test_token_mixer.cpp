@@ -156,3 +156,57 @@ TEST_CASE("token_mixer: initialisation is deterministic from the seed, as fla") 
     }
   }
 }
+
+TEST_CASE("a tiny model trains: embedding, pre-norm SSE token mixer, residual, tied head") {
+  // the task: predict the previous token (only the token mixer can carry it); plain SGD on one batch
+  const index_t B = 2, T = 12, D = 8, vocab = 6;
+  ly::embedding<float> emb({.vocab = vocab, .d_model = D, .init_std = 0.5, .seed = 1});
+  ly::rms_norm<float> norm(D);
+  mixer<sse_n4k1s, float> mix({.d_model = D, .num_heads = 2, .head_k = 4, .head_v = 4, .init_std = 0.2, .seed = 2});
+  std::vector<ly::parameter_ref<float>> ps;
+  emb.collect(ps, "embed."), norm.collect(ps, "blocks.0.norm."), mix.collect(ps, "blocks.0.mixer.");
+  CHECK(ly::count(ps) > 0);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(B * T));
+  std::mt19937_64 gen(3);
+  for (auto& i : ids) i = static_cast<std::int32_t>(gen() % vocab);
+  tensor<float> x0({B, T, D}), xn({B, T, D}), m({B, T, D}), x1({B, T, D}), logits({B, T, vocab});
+  tensor<float> dlogits({B, T, vocab}), dx1({B, T, D}), dxn({B, T, D}), dx0({B, T, D});
+  const float coef = static_cast<float>(mix.config().balance_coefficient);
+  auto step = [&](float lr) {
+    emb.forward(ids, x0.view());
+    norm.forward(x0.cview(), xn.view());
+    const float aux = mix.forward(xn.cview(), m.view());
+    for (index_t i = 0; i < x1.numel(); ++i) x1[i] = x0[i] + m[i];
+    emb.head(x1.cview(), logits.view());
+    double ce = 0;
+    index_t n = 0;
+    std::fill(dlogits.values().begin(), dlogits.values().end(), 0.f);
+    for (index_t b = 0; b < B; ++b)
+      for (index_t t = 1; t < T; ++t, ++n) {
+        float* l = logits.data() + (b * T + t) * vocab;
+        float* dl = dlogits.data() + (b * T + t) * vocab;
+        const float mx = *std::max_element(l, l + vocab);
+        double s = 0;
+        for (index_t v = 0; v < vocab; ++v) s += std::exp(double(l[v] - mx));
+        const std::int32_t target = ids[static_cast<std::size_t>(b * T + t - 1)];
+        ce += std::log(s) - double(l[target] - mx);
+        for (index_t v = 0; v < vocab; ++v) dl[v] = static_cast<float>(std::exp(double(l[v] - mx)) / s);
+        dl[target] -= 1.f;
+      }
+    for (float& d : dlogits.values()) d /= static_cast<float>(n);
+    ly::zero_grad(ps);
+    emb.head_backward(x1.cview(), dlogits.cview(), dx1.view());
+    mix.backward(dx1.cview(), dxn.view());
+    norm.backward(dxn.cview(), dx0.view());
+    for (index_t i = 0; i < dx0.numel(); ++i) dx0[i] += dx1[i];
+    emb.backward(dx0.cview());
+    for (auto& p : ps)
+      for (index_t i = 0; i < p.value.numel(); ++i) p.value.data[i] -= lr * p.grad.data[i];
+    return ce / double(n) + coef * aux;
+  };
+  const double first = step(0.3f);
+  double last = first;
+  for (int s = 0; s < 60; ++s) last = step(0.3f);
+  INFO("loss " << first << " -> " << last);
+  CHECK(last < 0.7 * first);
+}
