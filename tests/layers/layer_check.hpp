@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <linstate/layers.hpp>
+#include <linstate/layers/parameter.hpp>  // only: a TU of the small layers need not compile the kernels
 #include <random>
 #include <string>
 #include <type_traits>
