@@ -118,6 +118,25 @@ TEST_CASE("token_mixer: GLA (single partition, dense router)") { check_variant<g
 TEST_CASE("token_mixer: SSE-n4k1 + shared") { check_variant<sse_n4k1s>("sse_n4k1s"); }
 TEST_CASE("token_mixer: SSE-GDN n4k1 + shared") { check_variant<sse_gdn_n4k1s, fp32_all>("sse_gdn_n4k1s"); }
 
+#ifndef LINSTATE_TEST_SANITIZED
+TEST_CASE("token_mixer: the default algorithm (automatic: chunked<64> at T > 64) against the fp64 layer") {
+  // T = 80 > 64 runs the chunked kernels forward and backward inside the fp32 layer
+  const ly::mixer_config c = test_config<sse_n4k1s>();
+  mixer<sse_n4k1s, double> L64(c);
+  perturb(L64);
+  ly::token_mixer<sse_n4k1s, float> L32(c);  // Algorithm = automatic, Strategy = varlen
+  layer_check::copy_params(L64, L32);
+  auto cmp = layer_check::compare_precisions(L64, L32, {1, 80, c.d_model}, c.balance_coefficient, 5);
+  INFO(cmp.str());
+  CHECK(cmp.ok(2e-5));
+  const auto r = linstate::forward<sse_n4k1s>(linstate::cpu{}, L32.kernel_inputs(), linstate::chunked<64>{},
+                                              linstate::varlen{}, c.kernel);
+  bool same = true;
+  for (index_t i = 0; i < r.o.numel(); ++i) same = same && r.o[i] == L32.kernel_output().data[i];
+  CHECK(same);
+}
+#endif
+
 TEST_CASE("token_mixer: bad input names the tensor and its shape") {
   const ly::mixer_config c = test_config<gla>();
   mixer<gla, float> L(c);
