@@ -47,6 +47,9 @@ ly::mixer_config test_config() {
   c.balance_coefficient = 0.5;
   c.seed = 7;
   if constexpr (V::decay::uses_beta) c.k_map = ly::feature_map::silu;  // SSE-GDN / GDN use SiLU keys (SPEC §4.1)
+  // the output-gate forms: low rank (SSEGLA's g_proj) with the delta rule, none for SSE-n8k2, full rank otherwise
+  if constexpr (V::decay::uses_beta) c.output_gate_rank = 2;
+  if constexpr (V::partition::num_routed == 8) c.output_gate = false;
   return c;
 }
 

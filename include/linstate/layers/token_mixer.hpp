@@ -123,6 +123,7 @@ struct mixer_config {
   feature_map k_map = feature_map::softmax;  //!< φ_k (SSE-GLA: softmax over K; SSE-GDN / GDN: SiLU)
   feature_map v_map = feature_map::silu;     //!< φ_v (SSE: SiLU)
   bool output_gate = true;        //!< y = RMSNorm(o)·w ⊙ SiLU(x W_og); false: y = RMSNorm(o)·w
+  index_t output_gate_rank = 0;   //!< 0: W_og [D,H·V] (fla's GLA); r > 0: x W_og1 W_og2, rank r (SSEGLA's g_proj, r = V)
   double norm_eps = 1e-5;         //!< ε of the per-head RMSNorm
   double balance_coefficient = 0.01;  //!< c in loss += c·aux (SPEC §4.9; SSE models use 0.01)
   double init_std = 0.02;         //!< σ of every projection weight (fla's initializer_range)
@@ -144,6 +145,7 @@ struct mixer_config {
 //!   router logits (top_k):     e = x W_r   [M,N]
 //!   o = linstate::forward<V>(q̃₂, k̃₂, v, g, β; shared: q̃₁, k̃₁, g_s, β_s; e)    [M,H·V]   (step 8)
 //!   per head:  y_h = o_h / sqrt(mean(o_h²) + ε) · w ⊙ SiLU(x W_og)_h               (step 10)
+//!              (W_og = W_og1 W_og2 of rank output_gate_rank when it is > 0; no gate when output_gate = false)
 //!   out = y W_o   [M,D]
 //!   aux = linstate::balance_loss<V>(e)  (top_k routers; SPEC §4.9): the caller adds c·aux to its loss
 //! \endverbatim
@@ -153,7 +155,8 @@ struct mixer_config {
 //! Parameters (fp32 when Real = float; `collect` lists them): W_q, W_k [D,H·K], W_v [D,H·V]; A_q, A_k
 //! [D,r], B_q, B_k [r,H·K] (shared only); W_g1 [D,16], W_g2 [16,H·K], b_g [H·K] (key gate) or W_a [D,H],
 //! A_log [H], dt_bias [H] (head gate), each again with the suffix `_shared` for the shared partition;
-//! W_b [D,H] (β; also W_b_shared); W_r [D,N]; W_og [D,H·V]; norm_w [V]; W_o [H·V,D].
+//! W_b [D,H] (β; also W_b_shared); W_r [D,N]; W_og [D,H·V] (or W_og1 [D,r_og], W_og2 [r_og,H·V] with
+//! output_gate_rank = r_og); norm_w [V]; W_o [H·V,D].
 //! Initialisation (as fla's models): weights N(0, init_std²), biases 0, norm_w 1; A_log = log U(0,16),
 //! dt_bias = softplus⁻¹(dt), dt log-uniform in [1e-3, 0.1] (clamped ≥ 1e-4).
 //!
@@ -206,6 +209,7 @@ class token_mixer {
     if (!(c.gate_normalizer > 0)) throw error(api + ": mixer_config.gate_normalizer must be > 0");
     if (!(c.norm_eps > 0)) throw error(api + ": mixer_config.norm_eps must be > 0");
     if (c.adapter_rank < 0) throw error(api + ": mixer_config.adapter_rank must be >= 0 (0: head_v)");
+    if (c.output_gate_rank < 0) throw error(api + ": mixer_config.output_gate_rank must be >= 0 (0: full rank)");
     if constexpr (partition::num_routed == dynamic) {
       if (c.kernel.num_partitions == dynamic || c.kernel.num_partitions < 1)
         throw error(api + ": partition::routed<dynamic> needs mixer_config.kernel.num_partitions >= 1");
@@ -280,7 +284,11 @@ class token_mixer {
     // output gate, per-head RMSNorm, output projection
     const Real* z = nullptr;
     if (cfg_.output_gate) {
-      ops::matmul(X, p_.value(Wog_), sz(z_, M * HV), M, D_, HV);
+      if (cfg_.output_gate_rank) {
+        const index_t R = cfg_.output_gate_rank;
+        ops::matmul(X, p_.value(Wog_), sz(hog_, M * R), M, D_, R);
+        ops::matmul(hog_.data(), p_.value(Wog2_), sz(z_, M * HV), M, R, HV);
+      } else ops::matmul(X, p_.value(Wog_), sz(z_, M * HV), M, D_, HV);
       z = z_.data();
     }
     ops::rms_norm_forward(o_.data(), p_.value(norm_w_), z, sz(yn_, M * HV), sz(rstd_, M * H_), M * H_, V_,
@@ -309,7 +317,13 @@ class token_mixer {
     const Real* z = cfg_.output_gate ? z_.data() : nullptr;
     ops::rms_norm_backward(o_.data(), p_.value(norm_w_), z, rstd_.data(), dyn_.data(), sz(do_, M * HV), p_.grad(norm_w_),
                            cfg_.output_gate ? sz(dz_, M * HV) : nullptr, M * H_, V_);
-    if (cfg_.output_gate) {
+    if (cfg_.output_gate && cfg_.output_gate_rank) {
+      const index_t R = cfg_.output_gate_rank;
+      ops::matmul_tn_acc(hog_.data(), dz_.data(), p_.grad(Wog2_), M, R, HV);
+      ops::matmul_nt(dz_.data(), p_.value(Wog2_), sz(dhog_, M * R), M, R, HV, false);
+      ops::matmul_tn_acc(X, dhog_.data(), p_.grad(Wog_), M, D_, R);
+      ops::matmul_nt(dhog_.data(), p_.value(Wog_), DX, M, D_, R, false);
+    } else if (cfg_.output_gate) {
       ops::matmul_tn_acc(X, dz_.data(), p_.grad(Wog_), M, D_, HV);
       ops::matmul_nt(dz_.data(), p_.value(Wog_), DX, M, D_, HV, false);
     } else std::fill(DX, DX + M * D_, Real(0));
@@ -441,7 +455,10 @@ class token_mixer {
     gates(main_, "");
     if constexpr (has_shared) gates(shared_, "_shared");
     if constexpr (routes) Wr_ = weight("W_r", {D_, N_});
-    if (cfg_.output_gate) Wog_ = weight("W_og", {D_, HV});
+    if (cfg_.output_gate && cfg_.output_gate_rank) {
+      Wog_ = weight("W_og1", {D_, cfg_.output_gate_rank});
+      Wog2_ = weight("W_og2", {cfg_.output_gate_rank, HV});
+    } else if (cfg_.output_gate) Wog_ = weight("W_og", {D_, HV});
     norm_w_ = p_.add("norm_w", {V_}, false);
     p_.fill(norm_w_, Real(1));
     Wo_ = weight("W_o", {HV, D_});
@@ -576,9 +593,9 @@ class token_mixer {
   double aux64_ = 0;  // Real = double: the balance loss from the fp64 router scores
   branch q_, k_;
   gate_group main_, shared_;
-  int Wv_ = -1, Wr_ = -1, Wog_ = -1, norm_w_ = -1, Wo_ = -1;
-  std::vector<Real> x_, vp_, vf_, logits_, o_, z_, yn_, rstd_;
-  std::vector<Real> dyn_, do_, dz_, dvf_, dvp_, dlogits_;
+  int Wv_ = -1, Wr_ = -1, Wog_ = -1, Wog2_ = -1, norm_w_ = -1, Wo_ = -1;
+  std::vector<Real> x_, vp_, vf_, logits_, o_, hog_, z_, yn_, rstd_;
+  std::vector<Real> dyn_, do_, dhog_, dz_, dvf_, dvp_, dlogits_;
   std::vector<float> vf32_, logits32_, dlogits32_, do32_;
   inputs<float> kin_{};
 };
