@@ -2,7 +2,10 @@
 // parameter gradient and dx against fp64 finite differences; bad input; the parameter views.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <linstate/layers/embedding.hpp>  // the small layers only: this file does not compile the kernels
 #include <linstate/layers/linear.hpp>
 #include <linstate/layers/rms_norm.hpp>
@@ -11,6 +14,22 @@
 #include <vector>
 
 #include "layer_check.hpp"
+
+#ifndef LINSTATE_TEST_SANITIZED  // ASan has its own operator new; the allocation checks run in the release build
+// GCC 12 sees the replaced operator delete inlined into std::allocator and warns that free() gets
+// memory from "operator new": a false positive, both are malloc/free here.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+// Every operator new of the test_layers program is counted (std::vector, std::string, …; Eigen's
+// own aligned buffers come from malloc and are not): the no-allocation checks below read the count.
+std::atomic<long> layer_test_allocs{0};
+void* operator new(std::size_t n) {
+  layer_test_allocs.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#endif
 
 namespace {
 namespace ly = linstate::layers;
@@ -110,3 +129,30 @@ TEST_CASE("small layers: bad input names the tensor and its shape") {
                        linstate::error);
   CHECK_THROWS_WITH_AS(ly::rms_norm<float>(0), "linstate::layers::rms_norm: the width must be >= 1, got 0", linstate::error);
 }
+
+#ifndef LINSTATE_TEST_SANITIZED
+TEST_CASE("linear, rms_norm, swiglu, embedding: no allocation after the first step") {
+  ly::embedding<float> emb({.vocab = 16, .d_model = 8});
+  ly::rms_norm<float> nrm(8);
+  ly::swiglu<float> mlp({.d_model = 8, .hidden = 24});
+  ly::linear<float> lin({.in = 8, .out = 16, .bias = true});
+  const std::vector<std::int32_t> ids = {1, 2, 3, 4, 5, 6};
+  tensor<float> x({2, 3, 8}), n({2, 3, 8}), h({2, 3, 8}), l({2, 3, 16}), dl({2, 3, 16}), dh({2, 3, 8}), dn({2, 3, 8}),
+      dx({2, 3, 8});
+  for (float& v : dl.values()) v = 0.1f;
+  auto step = [&] {
+    emb.forward(ids, x.view());
+    nrm.forward(x.cview(), n.view());
+    mlp.forward(n.cview(), h.view());
+    lin.forward(h.cview(), l.view());
+    lin.backward(dl.cview(), dh.view());
+    mlp.backward(dh.cview(), dn.view());
+    nrm.backward(dn.cview(), dx.view());
+    emb.backward(dx.cview());
+  };
+  step();
+  const long before = layer_test_allocs.load();
+  for (int i = 0; i < 3; ++i) step();
+  CHECK(layer_test_allocs.load() - before == 0);
+}
+#endif

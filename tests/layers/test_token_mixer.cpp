@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -13,6 +14,10 @@
 #include <vector>
 
 #include "layer_check.hpp"
+
+#ifndef LINSTATE_TEST_SANITIZED
+extern std::atomic<long> layer_test_allocs;  // test_small_layers.cpp counts every operator new
+#endif
 
 namespace {
 
@@ -243,3 +248,46 @@ TEST_CASE("a tiny model trains: embedding, pre-norm SSE token mixer, residual, t
   INFO("loss " << first << " -> " << last);
   CHECK(last < 0.7 * first);
 }
+
+#ifndef LINSTATE_TEST_SANITIZED
+TEST_CASE("token_mixer: what a step allocates after the first (none in the layer's own code)") {
+  // The layer reuses its buffers when the shapes repeat; what is left comes from the kernel calls
+  // (linstate::forward / backward / balance_loss: their messages' strings, scratch state, routing).
+  // This records the count, and fails only if it grows from step to step.
+  const ly::mixer_config c = test_config<sse_n4k1s>();
+  mixer<sse_n4k1s, float> L(c);
+  tensor<float> x({2, 6, c.d_model}), y({2, 6, c.d_model}), dy({2, 6, c.d_model}), dx({2, 6, c.d_model});
+  std::mt19937_64 gen(1);
+  std::normal_distribution<float> nd;
+  for (float& v : x.values()) v = nd(gen);
+  for (float& v : dy.values()) v = nd(gen);
+  auto step = [&] {
+    const long a = layer_test_allocs.load();
+    L.forward(x.cview(), y.view());
+    L.backward(dy.cview(), dx.view());
+    return layer_test_allocs.load() - a;
+  };
+  step();
+  const long second = step(), third = step();
+  CHECK(second == third);
+  // the same kernel calls made directly, into buffers allocated beforehand
+  const linstate::inputs<float>& in = L.kernel_inputs();
+  auto like = [](const linstate::tensor_view<const float>& t) { return t.empty() ? tensor<float>() : tensor<float>(t.shape); };
+  auto view = [](tensor<float>& t) { return t.empty() ? linstate::tensor_view<float>{} : t.view(); };
+  tensor<float> o = like(in.v), dO = like(in.v), gq = like(in.q), gk = like(in.k), gv = like(in.v), gg = like(in.g),
+                sq = like(in.shared.q), sk = like(in.shared.k), sg = like(in.shared.g), gl = like(in.router_logits),
+                dl = like(in.router_logits);
+  linstate::gradients<float> gr{view(gq), view(gk), view(gv), view(gg), {}, {view(sq), view(sk), view(sg), {}}, view(gl), {}};
+  const long a = layer_test_allocs.load();
+  linstate::forward<sse_n4k1s>(linstate::cpu{}, in, linstate::outputs<float>{o.view(), {}}, linstate::recurrent{},
+                               linstate::varlen{}, c.kernel);
+  (void)linstate::balance_loss<sse_n4k1s>(in.router_logits, c.kernel);
+  linstate::backward<sse_n4k1s>(linstate::cpu{}, in, linstate::cotangents<float>{.o = dO.view()}, gr, linstate::recurrent{},
+                                linstate::varlen{}, c.kernel);
+  (void)linstate::balance_loss<sse_n4k1s>(in.router_logits, dl.view(), 0.5f, linstate::gradient_write::overwrite, c.kernel);
+  const long kernel = layer_test_allocs.load() - a;
+  MESSAGE("token_mixer<sse_n4k1s> step (forward + backward, B = 2, T = 6): " << second
+          << " operator-new allocations; the kernel calls alone make " << kernel);
+  CHECK(second == kernel);
+}
+#endif

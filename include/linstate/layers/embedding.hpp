@@ -38,15 +38,15 @@ class embedding {
 
   //! y `[B,T,D]` from ids `[B,T]` (B·T ids, row-major); every id must be in [0, vocab).
   void forward(std::span<const std::int32_t> ids, const tensor_view<Real>& y) {
-    const std::string api = "linstate::layers::embedding::forward";
+    static constexpr const char* api = "linstate::layers::embedding::forward";
     const index_t D = cfg_.d_model;
     if (y.empty() || y.rank() != 3 || y.size(2) != D || y.size(0) * y.size(1) != static_cast<index_t>(ids.size()))
-      throw error(api + ": y has shape " + (y.empty() ? std::string("(not given)") : y.shape.str()) +
+      throw error(std::string(api) + ": y has shape " + (y.empty() ? std::string("(not given)") : y.shape.str()) +
                   " but must be [B,T,D] with D = " + std::to_string(D) + " and B·T = " + std::to_string(ids.size()) +
                   " (the number of ids)");
     for (std::size_t i = 0; i < ids.size(); ++i)
       if (ids[i] < 0 || ids[i] >= cfg_.vocab)
-        throw error(api + ": ids[" + std::to_string(i) + "] = " + std::to_string(ids[i]) + " is outside [0, vocab = " +
+        throw error(std::string(api) + ": ids[" + std::to_string(i) + "] = " + std::to_string(ids[i]) + " is outside [0, vocab = " +
                     std::to_string(cfg_.vocab) + ")");
     ids_.assign(ids.begin(), ids.end());
     shape_ = y.shape;
@@ -56,8 +56,8 @@ class embedding {
   }
   //! Adds dy `[B,T,D]` into the rows of E the last forward read.
   void backward(const tensor_view<const Real>& dy) {
-    const std::string api = "linstate::layers::embedding::backward";
-    if (!forwarded_) throw error(api + ": no forward call to differentiate (call forward first)");
+    static constexpr const char* api = "linstate::layers::embedding::backward";
+    if (!forwarded_) throw error(std::string(api) + ": no forward call to differentiate (call forward first)");
     ops::require(api, "dy", dy, shape_, "(like the last forward's y)");
     const index_t D = cfg_.d_model;
     Real* dE = p_.grad(E_);
@@ -67,14 +67,14 @@ class embedding {
 
   //! Tied output head: logits `[..., vocab]` = h `[..., D]` · Eᵀ.
   void head(const tensor_view<const Real>& h, const tensor_view<Real>& logits) const {
-    const std::string api = "linstate::layers::embedding::head";
+    static constexpr const char* api = "linstate::layers::embedding::head";
     const index_t M = layers_detail::rows_of(api, "h", h, cfg_.d_model, "D");
     ops::require(api, "logits", logits, layers_detail::with_last(h.shape, cfg_.vocab), "(h's shape with the last extent = vocab)");
     ops::matmul_nt(h.data, p_.value(E_), logits.data, M, cfg_.vocab, cfg_.d_model, false);
   }
   //! Backward of head(): dh (overwritten) = dlogits · E, and dE += dlogitsᵀ · h.
   void head_backward(const tensor_view<const Real>& h, const tensor_view<const Real>& dlogits, const tensor_view<Real>& dh) {
-    const std::string api = "linstate::layers::embedding::head_backward";
+    static constexpr const char* api = "linstate::layers::embedding::head_backward";
     const index_t M = layers_detail::rows_of(api, "h", h, cfg_.d_model, "D");
     ops::require(api, "dlogits", dlogits, layers_detail::with_last(h.shape, cfg_.vocab), "(like head()'s logits)");
     ops::require(api, "dh", dh, h.shape, "(like h)");

@@ -14,9 +14,9 @@ namespace layers_detail {
 //! rows of x [..., width] (every leading dimension flattened); throws unless x is given, of rank >= 1
 //! and its last extent is `width`.
 template <class T>
-index_t rows_of(const std::string& api, const char* name, const tensor_view<T>& x, index_t width, const char* dim) {
+index_t rows_of(const char* api, const char* name, const tensor_view<T>& x, index_t width, const char* dim) {
   if (x.empty() || x.rank() < 1 || x.size(x.rank() - 1) != width)
-    throw error(api + ": " + name + " has shape " + (x.empty() ? std::string("(not given)") : x.shape.str()) +
+    throw error(std::string(api) + ": " + name + " has shape " + (x.empty() ? std::string("(not given)") : x.shape.str()) +
                 " but must be [...," + dim + "] with " + dim + " = " + std::to_string(width));
   return width ? x.numel() / width : 0;
 }
@@ -56,7 +56,7 @@ class linear {
 
   //! y `[..., out]` from x `[..., in]`; keeps a copy of x for backward.
   void forward(const tensor_view<const Real>& x, const tensor_view<Real>& y) {
-    const std::string api = "linstate::layers::linear::forward";
+    static constexpr const char* api = "linstate::layers::linear::forward";
     M_ = layers_detail::rows_of(api, "x", x, cfg_.in, "in");
     ops::require(api, "y", y, layers_detail::with_last(x.shape, cfg_.out), "(x's shape with the last extent = out)");
     shape_ = x.shape;
@@ -69,8 +69,8 @@ class linear {
   }
   //! dx `[..., in]` (overwritten) from dy `[..., out]`; adds into the gradients of W and b.
   void backward(const tensor_view<const Real>& dy, const tensor_view<Real>& dx) {
-    const std::string api = "linstate::layers::linear::backward";
-    if (!forwarded_) throw error(api + ": no forward call to differentiate (call forward first)");
+    static constexpr const char* api = "linstate::layers::linear::backward";
+    if (!forwarded_) throw error(std::string(api) + ": no forward call to differentiate (call forward first)");
     ops::require(api, "dy", dy, layers_detail::with_last(shape_, cfg_.out), "(like the last forward's y)");
     ops::require(api, "dx", dx, shape_, "(like the last forward's x)");
     ops::matmul_tn_acc(x_.data(), dy.data, p_.grad(W_), M_, cfg_.in, cfg_.out);

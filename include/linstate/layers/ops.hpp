@@ -169,11 +169,12 @@ void rms_norm_backward(const Real* o, const Real* w, const Real* z, const Real* 
 }
 
 //! Throws linstate::error "api: name has shape [..] but must be want (what)" unless t.shape == want.
+//! (`api` is a const char*: nothing is allocated unless it throws.)
 template <class T>
-void require(const std::string& api, const char* name, const tensor_view<T>& t, const shape_t& want, const char* what) {
-  if (t.empty()) throw error(api + ": " + name + " is required: " + want.str() + " " + what);
+void require(const char* api, const char* name, const tensor_view<T>& t, const shape_t& want, const char* what) {
+  if (t.empty()) throw error(std::string(api) + ": " + name + " is required: " + want.str() + " " + what);
   if (!(t.shape == want))
-    throw error(api + ": " + name + " has shape " + t.shape.str() + " but must be " + want.str() + " " + what);
+    throw error(std::string(api) + ": " + name + " has shape " + t.shape.str() + " but must be " + want.str() + " " + what);
 }
 
 }  // namespace ops

@@ -28,7 +28,7 @@ class rms_norm {
   parameter_list<Real>& params() { return p_; }
 
   void forward(const tensor_view<const Real>& x, const tensor_view<Real>& y) {
-    const std::string api = "linstate::layers::rms_norm::forward";
+    static constexpr const char* api = "linstate::layers::rms_norm::forward";
     M_ = layers_detail::rows_of(api, "x", x, D_, "D");
     ops::require(api, "y", y, x.shape, "(like x)");
     shape_ = x.shape;
@@ -40,8 +40,8 @@ class rms_norm {
   }
   //! dx (overwritten) from dy; adds into the gradient of w.
   void backward(const tensor_view<const Real>& dy, const tensor_view<Real>& dx) {
-    const std::string api = "linstate::layers::rms_norm::backward";
-    if (!forwarded_) throw error(api + ": no forward call to differentiate (call forward first)");
+    static constexpr const char* api = "linstate::layers::rms_norm::backward";
+    if (!forwarded_) throw error(std::string(api) + ": no forward call to differentiate (call forward first)");
     ops::require(api, "dy", dy, shape_, "(like the last forward's x)");
     ops::require(api, "dx", dx, shape_, "(like the last forward's x)");
     ops::rms_norm_backward(x_.data(), p_.value(w_), static_cast<const Real*>(nullptr), rstd_.data(), dy.data, dx.data,

@@ -37,7 +37,7 @@ class swiglu {
   parameter_list<Real>& params() { return p_; }
 
   void forward(const tensor_view<const Real>& x, const tensor_view<Real>& y) {
-    const std::string api = "linstate::layers::swiglu::forward";
+    static constexpr const char* api = "linstate::layers::swiglu::forward";
     const index_t D = cfg_.d_model, F = cfg_.hidden;
     M_ = layers_detail::rows_of(api, "x", x, D, "D");
     ops::require(api, "y", y, x.shape, "(like x)");
@@ -52,8 +52,8 @@ class swiglu {
   }
   //! dx (overwritten) from dy; adds into the gradients of W_gate, W_up, W_down.
   void backward(const tensor_view<const Real>& dy, const tensor_view<Real>& dx) {
-    const std::string api = "linstate::layers::swiglu::backward";
-    if (!forwarded_) throw error(api + ": no forward call to differentiate (call forward first)");
+    static constexpr const char* api = "linstate::layers::swiglu::backward";
+    if (!forwarded_) throw error(std::string(api) + ": no forward call to differentiate (call forward first)");
     ops::require(api, "dy", dy, shape_, "(like the last forward's x)");
     ops::require(api, "dx", dx, shape_, "(like the last forward's x)");
     const index_t D = cfg_.d_model, F = cfg_.hidden;

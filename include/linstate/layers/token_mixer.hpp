@@ -201,18 +201,18 @@ class token_mixer {
   explicit token_mixer(const mixer_config& c) : cfg_(c) {
     const std::string api = "linstate::layers::token_mixer";
     auto positive = [&](const char* what, index_t v) {
-      if (v < 1) throw error(api + ": mixer_config." + what + " = " + std::to_string(v) + ": must be >= 1");
+      if (v < 1) throw error(std::string(api) + ": mixer_config." + what + " = " + std::to_string(v) + ": must be >= 1");
     };
     positive("d_model", c.d_model), positive("num_heads", c.num_heads), positive("head_k", c.head_k);
     positive("head_v", c.head_v);
     if (low_rank_gate) positive("gate_rank", c.gate_rank);
-    if (!(c.gate_normalizer > 0)) throw error(api + ": mixer_config.gate_normalizer must be > 0");
-    if (!(c.norm_eps > 0)) throw error(api + ": mixer_config.norm_eps must be > 0");
-    if (c.adapter_rank < 0) throw error(api + ": mixer_config.adapter_rank must be >= 0 (0: head_v)");
-    if (c.output_gate_rank < 0) throw error(api + ": mixer_config.output_gate_rank must be >= 0 (0: full rank)");
+    if (!(c.gate_normalizer > 0)) throw error(std::string(api) + ": mixer_config.gate_normalizer must be > 0");
+    if (!(c.norm_eps > 0)) throw error(std::string(api) + ": mixer_config.norm_eps must be > 0");
+    if (c.adapter_rank < 0) throw error(std::string(api) + ": mixer_config.adapter_rank must be >= 0 (0: head_v)");
+    if (c.output_gate_rank < 0) throw error(std::string(api) + ": mixer_config.output_gate_rank must be >= 0 (0: full rank)");
     if constexpr (partition::num_routed == dynamic) {
       if (c.kernel.num_partitions == dynamic || c.kernel.num_partitions < 1)
-        throw error(api + ": partition::routed<dynamic> needs mixer_config.kernel.num_partitions >= 1");
+        throw error(std::string(api) + ": partition::routed<dynamic> needs mixer_config.kernel.num_partitions >= 1");
       N_ = c.kernel.num_partitions;
     } else N_ = partition::num_routed;
     D_ = c.d_model, H_ = c.num_heads, K_ = c.head_k, V_ = c.head_v;
@@ -229,9 +229,9 @@ class token_mixer {
   //! \brief out `[B,T,D]` from x `[B,T,D]`; returns aux, the unscaled balance loss (0 without a routing
   //! router). Keeps what backward needs until the next forward.
   Real forward(const tensor_view<const Real>& x, const tensor_view<Real>& out) {
-    const std::string api = "linstate::layers::token_mixer::forward";
+    static constexpr const char* api = "linstate::layers::token_mixer::forward";
     if (x.empty() || x.rank() != 3 || x.size(2) != D_)
-      throw error(api + ": x has shape " + x.shape.str() + " but must be [B,T,D] with D = d_model = " + std::to_string(D_));
+      throw error(std::string(api) + ": x has shape " + x.shape.str() + " but must be [B,T,D] with D = d_model = " + std::to_string(D_));
     ops::require(api, "out", out, x.shape, "(like x: [B,T,D])");
     B_ = x.size(0), T_ = x.size(1), M_ = B_ * T_;
     const index_t M = M_, HK = H_ * K_, HV = H_ * V_;
@@ -303,8 +303,8 @@ class token_mixer {
   //! \brief Backward of the last forward for the loss L whose gradient at `out` is `dout` `[B,T,D]`,
   //! plus balance_coefficient · aux: adds ∂L/∂θ into every parameter's grad and writes ∂L/∂x into dx.
   void backward(const tensor_view<const Real>& dout, const tensor_view<Real>& dx) {
-    const std::string api = "linstate::layers::token_mixer::backward";
-    if (!forwarded_) throw error(api + ": no forward call to differentiate (call forward first)");
+    static constexpr const char* api = "linstate::layers::token_mixer::backward";
+    if (!forwarded_) throw error(std::string(api) + ": no forward call to differentiate (call forward first)");
     const shape_t xs{B_, T_, D_};
     ops::require(api, "dout", dout, xs, "(like the last forward's x: [B,T,D])");
     ops::require(api, "dx", dx, xs, "(like the last forward's x: [B,T,D])");
