@@ -475,11 +475,10 @@ class token_mixer {
       const Real tau = static_cast<Real>(cfg_.gate_normalizer);
       sz(gg.g, M * W);
       for (index_t m = 0; m < M; ++m)
-        for (index_t j = 0; j < W; ++j) {
-          Real& zz = gg.z[static_cast<std::size_t>(m * W + j)];
-          zz += b[j];
-          gg.g[static_cast<std::size_t>(m * W + j)] = ops::logsigmoid(zz) / tau;
-        }
+        for (index_t j = 0; j < W; ++j) gg.z[static_cast<std::size_t>(m * W + j)] += b[j];
+      const ops::cavec<Real> Z(gg.z.data(), M * W);
+      // logsigmoid(z) = min(z, 0) − log1p(e^{−|z|}), vectorised
+      ops::avec<Real>(gg.g.data(), M * W) = (Z.min(Real(0)) - (-Z.abs()).exp().log1p()) / tau;
     } else if constexpr (gate == gate_extent::head) {
       ops::matmul(X, p_.value(gg.Wa), sz(gg.z, M * H_), M, D_, H_);
       const Real *A = p_.value(gg.A_log), *dt = p_.value(gg.dt);
@@ -506,12 +505,11 @@ class token_mixer {
       const Real tau = static_cast<Real>(cfg_.gate_normalizer);
       Real* db = p_.grad(gg.b);
       sz(gg.dz, M * W);
+      // d logsigmoid(z) / dz = σ(−z)
+      ops::avec<Real>(gg.dz.data(), M * W) =
+          ops::cavec<Real>(gg.dg.data(), M * W) * (-ops::cavec<Real>(gg.z.data(), M * W)).logistic() / tau;
       for (index_t m = 0; m < M; ++m)
-        for (index_t j = 0; j < W; ++j) {
-          const std::size_t i = static_cast<std::size_t>(m * W + j);
-          gg.dz[i] = gg.dg[i] * ops::sigmoid(-gg.z[i]) / tau;  // d logsigmoid(z) = σ(−z)
-          db[j] += gg.dz[i];
-        }
+        for (index_t j = 0; j < W; ++j) db[j] += gg.dz[static_cast<std::size_t>(m * W + j)];
       ops::matmul_tn_acc(gg.h.data(), gg.dz.data(), p_.grad(gg.W2), M, R, W);
       ops::matmul_nt(gg.dz.data(), p_.value(gg.W2), sz(gg.dh, M * R), M, R, W, false);
       ops::matmul_tn_acc(X, gg.dh.data(), p_.grad(gg.W1), M, D_, R);
