@@ -133,13 +133,28 @@ Real silu_grad(Real x) {
   return s * (Real(1) + x * (Real(1) - s));
 }
 
-template <class Real>
-using avec = Eigen::Map<Eigen::Array<Real, Eigen::Dynamic, 1>>;
-template <class Real>
-using cavec = Eigen::Map<const Eigen::Array<Real, Eigen::Dynamic, 1>>;
-
-// The pointwise passes are Eigen array expressions, so that exp and the logistic function are
-// vectorised (a scalar std::exp loop made them slower than the projections' GEMMs).
+//! \brief out[i] = f(a[i]) (or f(a[i], b[i])) for i < n, computed in aligned, fixed-size chunks of
+//! 64 with Eigen's packet functions (vectorised exp, logistic). Every element goes through the same
+//! instructions whatever the buffers' addresses: Eigen's own loops over a Map peel a scalar head up
+//! to the destination's alignment, and its scalar exp differs from the packet one in the last bit,
+//! which made two identical layers at different addresses disagree. The tail is padded with zeros.
+template <class Real, class F>
+void pointwise(index_t n, Real* out, const Real* a, const Real* b, const F& f) {
+  constexpr int C = 64;
+  using chunk = Eigen::Array<Real, C, 1>;
+  alignas(64) Real ba[C];
+  alignas(64) Real bb[C];
+  alignas(64) Real res[C];
+  for (index_t s = 0; s < n; s += C) {
+    const index_t len = std::min<index_t>(C, n - s);
+    std::copy_n(a + s, len, ba), std::fill(ba + len, ba + C, Real(0));
+    if (b) std::copy_n(b + s, len, bb), std::fill(bb + len, bb + C, Real(0));
+    const Eigen::Map<const chunk, Eigen::Aligned64> A(ba), B(bb);
+    Eigen::Map<chunk, Eigen::Aligned64> R(res);
+    R = f(A, B);
+    std::copy_n(res, len, out + s);
+  }
+}
 
 //! y = φ(x) on `rows` rows of `width` entries (softmax: over each row).
 template <class Real>
@@ -147,14 +162,15 @@ void feature_forward(feature_map f, const Real* x, Real* y, index_t rows, index_
   const index_t n = rows * width;
   if (n == 0) return;
   if (f == feature_map::identity) std::copy(x, x + n, y);
-  else if (f == feature_map::silu) avec<Real>(y, n) = cavec<Real>(x, n) * cavec<Real>(x, n).logistic();
+  else if (f == feature_map::silu)
+    pointwise<Real>(n, y, x, nullptr, [](const auto& X, const auto&) { return X * X.logistic(); });
   else {  // shift each row by its max, one vectorised exp over the whole buffer, then normalise rows
     for (index_t r = 0; r < rows; ++r) {
       const Real* a = x + r * width;
       const Real m = *std::max_element(a, a + width);
       for (index_t j = 0; j < width; ++j) y[r * width + j] = a[j] - m;
     }
-    avec<Real>(y, n) = avec<Real>(y, n).exp();
+    pointwise<Real>(n, y, y, nullptr, [](const auto& X, const auto&) { return X.exp(); });
     for (index_t r = 0; r < rows; ++r) {
       Real* b = y + r * width;
       Real sum = 0;
@@ -171,70 +187,65 @@ void feature_backward(feature_map f, const Real* x, const Real* y, const Real* d
                       bool accumulate) {
   const index_t n = rows * width;
   if (n == 0) return;
-  avec<Real> DX(dx, n);
-  const cavec<Real> DY(dy, n);
-  if (f == feature_map::identity) {
-    if (accumulate) DX += DY;
-    else DX = DY;
-  } else if (f == feature_map::silu) {
-    const cavec<Real> X(x, n);
-    const auto s = X.logistic();
-    const auto g = DY * s * (Real(1) + X * (Real(1) - s));  // silu' = σ(x)(1 + x(1 − σ(x)))
-    if (accumulate) DX += g;
-    else DX = g;
+  auto put = [&](index_t i, Real v) { dx[i] = accumulate ? dx[i] + v : v; };
+  if (f == feature_map::identity)
+    for (index_t i = 0; i < n; ++i) put(i, dy[i]);
+  else if (f == feature_map::silu) {
+    if (accumulate) throw error("linstate::layers::ops::feature_backward: accumulate is not supported for silu");
+    // silu' = σ(x)(1 + x(1 − σ(x)))
+    pointwise<Real>(n, dx, x, dy, [](const auto& X, const auto& DY) {
+      return DY * X.logistic() * (Real(1) + X * (Real(1) - X.logistic()));
+    });
   } else
     for (index_t r = 0; r < rows; ++r) {
-      const cavec<Real> Y(y + r * width, width), G(dy + r * width, width);
-      avec<Real> R(dx + r * width, width);
-      const Real dot = (Y * G).sum();
-      if (accumulate) R += Y * (G - dot);
-      else R = Y * (G - dot);
+      Real dot = 0;
+      for (index_t j = 0; j < width; ++j) dot += y[r * width + j] * dy[r * width + j];
+      for (index_t j = 0; j < width; ++j) put(r * width + j, y[r * width + j] * (dy[r * width + j] - dot));
     }
 }
 
 //! \brief RMSNorm over rows of `width`, optionally gated (fla's FusedRMSNormGated, swish):
-//!   r = (mean_j o_j² + eps)^(-1/2),  n_j = o_j r,  y_j = n_j w_j · (gate ? silu(z_j) : 1).
-//! Stores r per row (`rstd`) for the backward.
+//!   r = (mean_j o_j² + eps)^(-1/2),  n_j = o_j r,  y_j = n_j w_j · (gate ? z_j σ(z_j) : 1),
+//! given σ(z) in `sig` (null: no gate; see pointwise for why it is computed apart). Stores r per row
+//! (`rstd`) for the backward.
 template <class Real>
-void rms_norm_forward(const Real* o, const Real* w, const Real* z, Real* y, Real* rstd, index_t rows, index_t width,
-                      Real eps) {
-  const cavec<Real> Wt(w, width);
+void rms_norm_forward(const Real* o, const Real* w, const Real* z, const Real* sig, Real* y, Real* rstd, index_t rows,
+                      index_t width, Real eps) {
   for (index_t r = 0; r < rows; ++r) {
-    const cavec<Real> A(o + r * width, width);
-    const Real rs = Real(1) / std::sqrt(A.square().sum() / static_cast<Real>(width) + eps);
+    const Real* a = o + r * width;
+    Real ss = 0;
+    for (index_t j = 0; j < width; ++j) ss += a[j] * a[j];
+    const Real rs = Real(1) / std::sqrt(ss / static_cast<Real>(width) + eps);
     rstd[r] = rs;
-    avec<Real> Y(y + r * width, width);
-    if (z) {
-      const cavec<Real> Z(z + r * width, width);
-      Y = A * rs * Wt * (Z * Z.logistic());
-    } else Y = A * rs * Wt;
+    for (index_t j = 0; j < width; ++j) {
+      const index_t i = r * width + j;
+      y[i] = a[j] * rs * w[j] * (sig ? z[i] * sig[i] : Real(1));
+    }
   }
 }
 
-//! Backward of rms_norm_forward: do (overwritten), dw (+=), dz (overwritten, when z is given).
+//! Backward of rms_norm_forward: do (overwritten), dw (+=), dz (overwritten, when gated).
 //! do_j = r (dn_j − n_j · mean_i(dn_i n_i)) with dn_j = dy_j w_j s_j, s = SiLU(z) (or 1).
 template <class Real>
-void rms_norm_backward(const Real* o, const Real* w, const Real* z, const Real* rstd, const Real* dy, Real* d_o, Real* dw,
-                       Real* dz, index_t rows, index_t width) {
-  const cavec<Real> Wt(w, width);
-  avec<Real> DW(dw, width);
+void rms_norm_backward(const Real* o, const Real* w, const Real* z, const Real* sig, const Real* rstd, const Real* dy,
+                       Real* d_o, Real* dw, Real* dz, index_t rows, index_t width) {
   for (index_t r = 0; r < rows; ++r) {
     const Real rs = rstd[r];
-    const cavec<Real> A(o + r * width, width), DY(dy + r * width, width);
-    avec<Real> DO(d_o + r * width, width);
-    if (z) {
-      const cavec<Real> Z(z + r * width, width);
-      avec<Real> DZ(dz + r * width, width);
-      DZ = Z.logistic();                               // σ(z) for now
-      DO = DY * Wt * Z * DZ;                           // dn = dy w s, s = z σ(z)
-      DW += DY * A * rs * Z * DZ;                      // dw += dy n s
-      DZ = DY * A * rs * Wt * DZ * (Real(1) + Z * (Real(1) - DZ));  // dy n w silu'(z)
-    } else {
-      DO = DY * Wt;
-      DW += DY * A * rs;
+    Real dot = 0;
+    for (index_t j = 0; j < width; ++j) {
+      const index_t i = r * width + j;
+      const Real n = o[i] * rs, s = sig ? z[i] * sig[i] : Real(1);
+      dw[j] += dy[i] * n * s;
+      if (sig) dz[i] = dy[i] * n * w[j] * sig[i] * (Real(1) + z[i] * (Real(1) - sig[i]));
+      const Real dn = dy[i] * w[j] * s;
+      d_o[i] = dn;  // dn for now
+      dot += dn * n;
     }
-    const Real dot = (DO * A).sum() * rs / static_cast<Real>(width);  // mean(dn n)
-    DO = rs * (DO - A * rs * dot);
+    dot /= static_cast<Real>(width);
+    for (index_t j = 0; j < width; ++j) {
+      const index_t i = r * width + j;
+      d_o[i] = rs * (d_o[i] - o[i] * rs * dot);
+    }
   }
 }
 

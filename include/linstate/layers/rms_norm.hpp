@@ -34,7 +34,8 @@ class rms_norm {
     shape_ = x.shape;
     x_.assign(x.data, x.data + x.numel());
     rstd_.resize(static_cast<std::size_t>(M_));
-    ops::rms_norm_forward(x_.data(), p_.value(w_), static_cast<const Real*>(nullptr), y.data, rstd_.data(), M_, D_,
+    ops::rms_norm_forward(x_.data(), p_.value(w_), static_cast<const Real*>(nullptr), static_cast<const Real*>(nullptr),
+                          y.data, rstd_.data(), M_, D_,
                           static_cast<Real>(eps_));
     forwarded_ = true;
   }
@@ -44,7 +45,8 @@ class rms_norm {
     if (!forwarded_) throw error(std::string(api) + ": no forward call to differentiate (call forward first)");
     ops::require(api, "dy", dy, shape_, "(like the last forward's x)");
     ops::require(api, "dx", dx, shape_, "(like the last forward's x)");
-    ops::rms_norm_backward(x_.data(), p_.value(w_), static_cast<const Real*>(nullptr), rstd_.data(), dy.data, dx.data,
+    ops::rms_norm_backward(x_.data(), p_.value(w_), static_cast<const Real*>(nullptr), static_cast<const Real*>(nullptr),
+                           rstd_.data(), dy.data, dx.data,
                            p_.grad(w_), static_cast<Real*>(nullptr), M_, D_);
   }
 

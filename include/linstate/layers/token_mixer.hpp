@@ -129,6 +129,7 @@ struct mixer_config {
   double init_std = 0.02;         //!< σ of every projection weight (fla's initializer_range)
   std::uint64_t seed = 0;         //!< the initialisation's seed (with each parameter's name)
   options kernel{};               //!< passed to linstate::forward / backward (scale, dynamic N, kw, kr)
+  cpu backend{};                  //!< the CPU backend of the fp32 kernel calls (its thread count)
 };
 
 //! \brief The token mixer of one SSE / GLA / GDN layer for variant `V`, forward and backward.
@@ -270,7 +271,7 @@ class token_mixer {
     if constexpr (routes) kin_.router_logits = as_kernel(logits_, logits32_, {B_, T_, N_});
     sz(o_, M * HV);
     if constexpr (std::is_same_v<Real, float>) {
-      linstate::forward<V>(cpu{}, kin_, outputs<float>{{o_.data(), vs}, {}}, Algorithm{}, Strategy{}, cfg_.kernel);
+      linstate::forward<V>(cfg_.backend, kin_, outputs<float>{{o_.data(), vs}, {}}, Algorithm{}, Strategy{}, cfg_.kernel);
     } else {
       layers_detail::inputs64 in;
       in.q = (has_shared ? q_.f2 : q_.f1).data(), in.k = (has_shared ? k_.f2 : k_.f1).data(), in.v = vf_.data();
@@ -282,7 +283,7 @@ class token_mixer {
     }
 
     // output gate, per-head RMSNorm, output projection
-    const Real* z = nullptr;
+    const Real *z = nullptr, *sig = nullptr;
     if (cfg_.output_gate) {
       if (cfg_.output_gate_rank) {
         const index_t R = cfg_.output_gate_rank;
@@ -290,8 +291,10 @@ class token_mixer {
         ops::matmul(hog_.data(), p_.value(Wog2_), sz(z_, M * HV), M, R, HV);
       } else ops::matmul(X, p_.value(Wog_), sz(z_, M * HV), M, D_, HV);
       z = z_.data();
+      ops::pointwise<Real>(M * HV, sz(sig_, M * HV), z, nullptr, [](const auto& Z, const auto&) { return Z.logistic(); });
+      sig = sig_.data();
     }
-    ops::rms_norm_forward(o_.data(), p_.value(norm_w_), z, sz(yn_, M * HV), sz(rstd_, M * H_), M * H_, V_,
+    ops::rms_norm_forward(o_.data(), p_.value(norm_w_), z, sig, sz(yn_, M * HV), sz(rstd_, M * H_), M * H_, V_,
                           static_cast<Real>(cfg_.norm_eps));
     ops::matmul(yn_.data(), p_.value(Wo_), out.data, M, HV, D_);
     forwarded_ = true;
@@ -315,7 +318,8 @@ class token_mixer {
     ops::matmul_tn_acc(yn_.data(), dout.data, p_.grad(Wo_), M, HV, D_);
     ops::matmul_nt(dout.data, p_.value(Wo_), sz(dyn_, M * HV), M, HV, D_, false);
     const Real* z = cfg_.output_gate ? z_.data() : nullptr;
-    ops::rms_norm_backward(o_.data(), p_.value(norm_w_), z, rstd_.data(), dyn_.data(), sz(do_, M * HV), p_.grad(norm_w_),
+    const Real* sig = cfg_.output_gate ? sig_.data() : nullptr;
+    ops::rms_norm_backward(o_.data(), p_.value(norm_w_), z, sig, rstd_.data(), dyn_.data(), sz(do_, M * HV), p_.grad(norm_w_),
                            cfg_.output_gate ? sz(dz_, M * HV) : nullptr, M * H_, V_);
     if (cfg_.output_gate && cfg_.output_gate_rank) {
       const index_t R = cfg_.output_gate_rank;
@@ -476,9 +480,10 @@ class token_mixer {
       sz(gg.g, M * W);
       for (index_t m = 0; m < M; ++m)
         for (index_t j = 0; j < W; ++j) gg.z[static_cast<std::size_t>(m * W + j)] += b[j];
-      const ops::cavec<Real> Z(gg.z.data(), M * W);
       // logsigmoid(z) = min(z, 0) − log1p(e^{−|z|}), vectorised
-      ops::avec<Real>(gg.g.data(), M * W) = (Z.min(Real(0)) - (-Z.abs()).exp().log1p()) / tau;
+      ops::pointwise<Real>(M * W, gg.g.data(), gg.z.data(), nullptr, [tau](const auto& Z, const auto&) {
+        return (Z.min(Real(0)) - (-Z.abs()).exp().log1p()) / tau;
+      });
     } else if constexpr (gate == gate_extent::head) {
       ops::matmul(X, p_.value(gg.Wa), sz(gg.z, M * H_), M, D_, H_);
       const Real *A = p_.value(gg.A_log), *dt = p_.value(gg.dt);
@@ -506,8 +511,8 @@ class token_mixer {
       Real* db = p_.grad(gg.b);
       sz(gg.dz, M * W);
       // d logsigmoid(z) / dz = σ(−z)
-      ops::avec<Real>(gg.dz.data(), M * W) =
-          ops::cavec<Real>(gg.dg.data(), M * W) * (-ops::cavec<Real>(gg.z.data(), M * W)).logistic() / tau;
+      ops::pointwise<Real>(M * W, gg.dz.data(), gg.z.data(), gg.dg.data(),
+                           [tau](const auto& Z, const auto& DG) { return DG * (-Z).logistic() / tau; });
       for (index_t m = 0; m < M; ++m)
         for (index_t j = 0; j < W; ++j) db[j] += gg.dz[static_cast<std::size_t>(m * W + j)];
       ops::matmul_tn_acc(gg.h.data(), gg.dz.data(), p_.grad(gg.W2), M, R, W);
@@ -563,7 +568,7 @@ class token_mixer {
         if constexpr (uses_beta) gr.shared.beta = {shared_.dbeta.data(), hs};
       }
       if constexpr (routes) gr.router_logits = {dlogits_.data(), ls};
-      linstate::backward<V>(cpu{}, kin_, cotangents<float>{.o = {do_.data(), vs}}, gr, Algorithm{}, Strategy{}, cfg_.kernel);
+      linstate::backward<V>(cfg_.backend, kin_, cotangents<float>{.o = {do_.data(), vs}}, gr, Algorithm{}, Strategy{}, cfg_.kernel);
     } else {
       do32_.assign(do_.begin(), do_.end());
       const reference::gradient r =
@@ -592,7 +597,7 @@ class token_mixer {
   branch q_, k_;
   gate_group main_, shared_;
   int Wv_ = -1, Wr_ = -1, Wog_ = -1, Wog2_ = -1, norm_w_ = -1, Wo_ = -1;
-  std::vector<Real> x_, vp_, vf_, logits_, o_, hog_, z_, yn_, rstd_;
+  std::vector<Real> x_, vp_, vf_, logits_, o_, hog_, z_, sig_, yn_, rstd_;
   std::vector<Real> dyn_, do_, dhog_, dz_, dvf_, dvp_, dlogits_;
   std::vector<float> vf32_, logits32_, dlogits32_, do32_;
   inputs<float> kin_{};
