@@ -1,0 +1,167 @@
+// examples/mqar/mqar_train.hpp — trains one layers::model<V> on MQAR and evaluates it: the part of
+// the mqar command that is a template over the variant (one translation unit per variant includes
+// it, so that the five variants compile in parallel).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <linstate/diagnostics.hpp>
+#include <linstate/layers/model.hpp>
+#include <linstate/layers/train.hpp>
+
+#include "mqar_data.hpp"
+
+namespace mqar_cmd {
+
+//! Everything a run needs; the same for every variant (the command fills it from its options).
+struct run_config {
+  mqar::options task{};
+  std::uint64_t seed = 1;
+  linstate::index_t d_model = 64, layers = 2, heads = 2, batch = 32;
+  std::int64_t steps = 1000, eval_examples = 512, eval_every = 100, log_every = 50;
+  double lr = 3e-3, weight_decay = 0.1, clip = 1.0, warmup_fraction = 0.1, lr_floor_fraction = 0.1;
+  int threads = 2;
+  bool diagnostics = true;
+};
+
+//! One point of the evaluation curve.
+struct eval_point {
+  std::int64_t step = 0;
+  double accuracy = 0, loss = 0;
+};
+
+struct run_result {
+  std::string variant;
+  std::int64_t parameters = 0;
+  std::vector<eval_point> curve;   //!< held-out accuracy at every eval_every steps and at the end
+  double final_accuracy = 0, final_loss = 0;
+  double train_tokens_per_s = 0;   //!< training steps only (forward, backward, clip, AdamW)
+  double train_seconds = 0, total_seconds = 0;
+  double step_ms_model = 0;        //!< mean ms per step in model::loss + backward
+  std::string diagnostics;         //!< diagnostics::summarize of the first block (Markdown)
+  long peak_rss_kib = 0;           //!< VmHWM of the process after this run (the maximum so far)
+};
+
+inline long peak_rss_kib() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  long v = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmHWM: %ld kB", &v) == 1) break;
+  std::fclose(f);
+  return v;
+}
+
+//! The mixer configuration every variant shares: H heads of K = V = d_model / H; softmax keys for the
+//! GLA-family decays (the SSE paper's k_t = softmax(x_t W_k)), SiLU keys for the delta rule (as SSE-GDN).
+template <class V>
+linstate::layers::mixer_config mixer_for(const run_config& c) {
+  linstate::layers::mixer_config m{};
+  m.num_heads = c.heads, m.head_k = c.d_model / c.heads, m.head_v = c.d_model / c.heads;
+  if constexpr (V::decay::uses_beta) m.k_map = linstate::layers::feature_map::silu;
+  return m;
+}
+
+template <class V>
+run_result train_variant(const std::string& name, const run_config& c) {
+  namespace ly = linstate::layers;
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();
+  ly::model_config mc{.vocab = c.task.vocab_size, .d_model = c.d_model, .num_layers = c.layers, .seed = c.seed};
+  mc.mixer = mixer_for<V>(c);
+  ly::model<V> m(mc);
+  auto ps = m.parameters();
+  ly::adamw<float> opt(ps, {.weight_decay = c.weight_decay});
+  const ly::cosine_schedule sched{.peak = c.lr,
+                                  .warmup = static_cast<std::int64_t>(c.warmup_fraction * static_cast<double>(c.steps)),
+                                  .total = c.steps,
+                                  .floor = c.lr * c.lr_floor_fraction};
+  // training data: seed-derived stream 1; held-out: stream 2 (another generator seed, never trained on)
+  const mqar::generator train_gen(c.task, c.seed * 1000003ull + 1), eval_gen(c.task, c.seed * 1000003ull + 2);
+  const std::int64_t T = c.task.seq_len, B = c.batch;
+
+  run_result r;
+  r.variant = name;
+  r.parameters = ly::count(ps);
+  auto evaluate = [&](std::int64_t step) {
+    std::int64_t correct = 0, total = 0;
+    double loss = 0;
+    std::int64_t counted = 0;
+    for (std::int64_t first = 0; first < c.eval_examples; first += B) {
+      const std::int64_t n = std::min<std::int64_t>(B, c.eval_examples - first);
+      const mqar::batch b = eval_gen.make_batch(static_cast<std::uint64_t>(first), n);
+      m.forward(b.inputs, n, T);
+      const auto lg = m.logits();
+      const auto a = mqar::accuracy_from_logits(b, lg, c.task.vocab_size);
+      correct += a.correct, total += a.total;
+      const auto ce = ly::cross_entropy<float>(lg.data(), b.targets, c.task.vocab_size, nullptr);
+      loss += ce.ce * static_cast<double>(ce.count), counted += ce.count;
+    }
+    eval_point p{step, total ? static_cast<double>(correct) / static_cast<double>(total) : 0.0,
+                 counted ? loss / static_cast<double>(counted) : 0.0};
+    r.curve.push_back(p);
+    std::printf("  [%s seed %llu] eval step %6lld  held-out loss %.4f  accuracy %.4f\n", name.c_str(),
+                static_cast<unsigned long long>(c.seed), static_cast<long long>(step), p.loss, p.accuracy);
+    std::fflush(stdout);
+    return p;
+  };
+
+  double train_s = 0, model_s = 0;
+  std::int64_t window_tokens = 0;
+  double window_s = 0, window_loss = 0, window_acc = 0;
+  int window_n = 0;
+  evaluate(0);
+  for (std::int64_t s = 0; s < c.steps; ++s) {
+    const mqar::batch b = train_gen.make_batch(static_cast<std::uint64_t>(s * B), B);
+    const auto t0 = clock::now();
+    ly::zero_grad(ps);
+    const auto l = m.loss(b.inputs, b.targets, B, T);
+    m.backward();
+    const auto t1 = clock::now();
+    const double gn = ly::clip_grad_norm(ps, c.clip);
+    if (std::isfinite(l.total) && std::isfinite(gn)) opt.step(sched(s));
+    const auto t2 = clock::now();
+    const double dt = std::chrono::duration<double>(t2 - t0).count();
+    train_s += dt, model_s += std::chrono::duration<double>(t1 - t0).count();
+    window_s += dt, window_tokens += B * T;
+    window_loss += l.total, window_acc += mqar::accuracy_from_logits(b, m.logits(), c.task.vocab_size).value(), ++window_n;
+    if ((s + 1) % c.log_every == 0 || s + 1 == c.steps) {
+      std::printf("  [%s seed %llu] step %6lld  loss %.4f  train acc %.4f  lr %.2e  |g| %.3f  %.0f tokens/s\n", name.c_str(),
+                  static_cast<unsigned long long>(c.seed), static_cast<long long>(s + 1), window_loss / window_n,
+                  window_acc / window_n, sched(s), gn, static_cast<double>(window_tokens) / window_s);
+      std::fflush(stdout);
+      window_tokens = 0, window_s = 0, window_loss = 0, window_acc = 0, window_n = 0;
+    }
+    if ((s + 1) % c.eval_every == 0 && s + 1 != c.steps) evaluate(s + 1);
+  }
+  const eval_point last = evaluate(c.steps);
+  r.final_accuracy = last.accuracy, r.final_loss = last.loss;
+  r.train_seconds = train_s;
+  r.train_tokens_per_s = train_s > 0 ? static_cast<double>(c.steps * B * T) / train_s : 0;
+  r.step_ms_model = c.steps ? 1e3 * model_s / static_cast<double>(c.steps) : 0;
+
+  if (c.diagnostics) {
+    // the first block's token mixer on 8 held-out examples: its kernel inputs and final states
+    const std::int64_t n = std::min<std::int64_t>(8, std::max<std::int64_t>(1, c.eval_examples));
+    const mqar::batch b = eval_gen.make_batch(0, n);
+    m.forward(b.inputs, n, T);
+    auto& mix = m.layer(0).mixer;
+    const auto& in = mix.kernel_inputs();
+    const auto fr = linstate::forward<V>(linstate::cpu{}, in, linstate::automatic{}, linstate::varlen{}, mix.config().kernel);
+    std::ostringstream os;
+    os << linstate::diagnostics::summarize<V>(in, fr.final_state.cview(), mix.config().kernel);
+    r.diagnostics = os.str();
+  }
+  r.total_seconds = std::chrono::duration<double>(clock::now() - t_start).count();
+  r.peak_rss_kib = peak_rss_kib();
+  return r;
+}
+
+}  // namespace mqar_cmd
