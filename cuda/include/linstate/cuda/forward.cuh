@@ -217,6 +217,13 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   const std::size_t at_rtok = lay.add(n_chunks * chunk_len * sizeof(int));
   const std::size_t at_hbuf = lay.add(n_chunks * static_cast<std::size_t>(pb.HV * pb.K * pb.V) * sizeof(float));
   const std::size_t at_gbuf = lay.add(delta_chunked ? 0 : n_chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
+  // the GLA family's Q̃ and intra-chunk scores (chunk_intra_kernel → chunk_output_kernel), in the operand
+  // types, Q̃'s rows chunk_kp(K) long
+  const bool diag_chunked = chunked && !delta_chunked;
+  const std::size_t at_qbuf = lay.add(
+      diag_chunked ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_kp(static_cast<int>(pb.K))) * sizeof(state_op_t<Dev>) : 0);
+  const std::size_t at_abuf =
+      lay.add(diag_chunked ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_len) * sizeof(Dev) : 0);
   const std::size_t at_delta =
       lay.add(delta_chunked ? n_chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats(pb.K, pb.V, false) * sizeof(float) : 0);
   // generic: the state worked on when no final state is wanted
@@ -277,6 +284,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       c.rt = record_table{chunk_len, c.S, c.P, seg_chunk, chunk_seg, rec_tok, rplan.max_chunks};
       c.state_in = state_in, c.state_out = state_out;
       c.hbuf = static_cast<float*>(at(at_hbuf)), c.gbuf = static_cast<float*>(at(at_gbuf));
+      c.qbuf = static_cast<state_op_t<Dev>*>(at(at_qbuf)), c.abuf = static_cast<Dev*>(at(at_abuf));
       c.o = device_ptr(o), c.o_part = o_part;
       if constexpr (is_delta<D>) {
         delta_params<Dev> d;

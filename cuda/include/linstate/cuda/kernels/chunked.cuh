@@ -5,7 +5,8 @@
 // Every (sequence, partition) stream is cut into chunks of C = 64 records (SPEC §2.3; for a routed
 // partition the records are only the tokens that write or read it). A record that reads but does not
 // write enters with k = 0 and g = 0 (the state passes through it exactly); one that writes but does
-// not read produces no output. Three kernels, each parallel over all chunks of all streams and heads:
+// not read produces no output. Four kernels, each parallel over all chunks of all streams and heads
+// but the scan:
 //
 //  1. chunk_state_kernel  — per chunk c and value head, the chunk's own contribution and decay
 //       U_c = Σ_j (w_j k_j ⊙ e^{γ_c − Γ_j}) v_jᵀ        [K×V]   (SPEC §2.3 step 1, inner sum)
@@ -14,12 +15,14 @@
 //  2. chunk_scan_kernel   — per stream, head and 512-element slice of the state, the sequential
 //     hand-off H_{c+1} = diag(e^{γ_c}) H_c + U_c over the stream's chunks, overwriting U_c with the
 //     state H_c *entering* chunk c; the last H is the final state. Elementwise, memory bound.
-//  3. chunk_output_kernel — per chunk, head and 64-column V tile (SPEC §2.3 steps 2–3):
-//       o_t = r_t · [ (q_t ⊙ e^{Γ_t})ᵀ H_c + Σ_{j≤t} A_{tj} v_j ],  A_{tj} = Σ_i q_t[i] w_j k_j[i] e^{Γ_t[i] − Γ_j[i]}
-//     with r_t = scale × read weight. gated_key builds A with the secondary chunking of SPEC §2.3 /
-//     §8: 16-row sub-chunks; an off-diagonal block (I > J) is one product of q_I ⊙ e^{Γ_I − Γ_r} and
-//     k_J ⊙ e^{Γ_r − Γ_J} with r the first row of I (both factors ≤ 1); a diagonal block is summed
-//     element-wise in fp32 for j ≤ t only. none/scalar: A = (q kᵀ) ⊙ e^{Γ_t − Γ_j} (a scalar per pair).
+//  3. chunk_intra_kernel  — per chunk and value head, the V-independent part of the output:
+//       Q̃_t = q_t ⊙ e^{Γ_t} → qbuf,   A_tj = Σ_i q_t[i] w_j k_j[i] e^{Γ_t[i] − Γ_j[i]}, j ≤ t → abuf
+//     gated_key builds A with the secondary chunking of SPEC §2.3 / §8: 16-row sub-chunks; an
+//     off-diagonal block (I > J) is one product of q_I ⊙ e^{Γ_I − Γ_r} and k_J ⊙ e^{Γ_r − Γ_J} with r
+//     the first row of I (both factors ≤ 1); a diagonal block is summed element-wise in fp32 for
+//     j ≤ t only. none/scalar: A = (q kᵀ) ⊙ w_j e^{Γ_t − Γ_j} (a scalar per pair).
+//  4. chunk_output_kernel — per chunk, head and 64-column V tile (SPEC §2.3 steps 2–3):
+//       o_t = r_t · [ Q̃_tᵀ H_c + Σ_{j≤t} A_{tj} v_j ]      with r_t = scale × read weight.
 //
 // Products run through tile_mma (tensor cores for bf16/fp16 inputs, exact fp32 FMA for fp32 inputs).
 // Operand precision: the products' operands are rounded to the input type (as fla's kernels do);
@@ -31,6 +34,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include <linstate/dynamic.hpp>
@@ -71,6 +75,8 @@ struct chunk_params {
   float* state_out = nullptr;           // [S,P,HV,K,V] or null
   float* hbuf = nullptr;                // [max_chunks, HV, K, V]: U_c, then H_c
   float* gbuf = nullptr;                // [max_chunks, HV, K] (gated_key) / [max_chunks, HV] (scalar): e^{γ_c}
+  state_op_t<Dev>* qbuf = nullptr;      // [max_chunks, HV, C, chunk_kp(K)]: Q̃ = q ⊙ e^{Γ} (forward, chunk_intra_kernel)
+  Dev* abuf = nullptr;                  // [max_chunks, HV, C, C]: intra-chunk scores A (forward, chunk_intra_kernel)
   Dev* o = nullptr;                     // [tokens, HV, V] when R = 1
   float* o_part = nullptr;              // [tokens, HV, R, V] when R > 1
 };
@@ -196,6 +202,9 @@ __device__ __forceinline__ float gamma_at(const float* G, int t, int a) {
 }
 
 __host__ __device__ constexpr int round16(int x) { return (x + 15) / 16 * 16; }
+//! The key tile of the chunked kernels for K (enqueue_chunked): 64 up to K = 64, else 128; the row
+//! length of the forward's Q̃ buffer.
+__host__ __device__ constexpr int chunk_kp(int K) { return K <= 64 ? 64 : 128; }
 //! Leading-dimension padding of an operand tile (keeps WMMA's 32-byte alignment, spreads banks).
 template <class Op>
 __host__ __device__ constexpr int op_pad() { return sizeof(Op) == 2 ? 8 : 4; }
@@ -203,6 +212,70 @@ __host__ __device__ constexpr std::size_t align128(std::size_t b) { return (b + 
 template <class D>
 __host__ __device__ constexpr int gamma_floats(int KP) {
   return decay_key<D> ? chunk_len * KP : decay_head<D> ? chunk_len : 0;
+}
+
+//! Elements of T in 16 bytes.
+template <class T>
+inline constexpr int vec16 = static_cast<int>(16 / sizeof(T));
+
+__device__ __forceinline__ bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }
+
+//! dst[i·ld + a] for rows i ∈ [0, rows), a ∈ [0, W): src[off(i) + a] where take(i) and a < n, else 0
+//! (raw copies, no rounding). W is a multiple of vec16<T> and ld·sizeof(T) of 16. `vec`: 16-byte loads
+//! (n a multiple of vec16<T>, src + off(i) 16-byte aligned for every row); otherwise element loads.
+//! A thread issues all loads of a batch before its stores (one memory latency per batch).
+template <class T, class Off, class Take>
+__device__ __forceinline__ void stage_rows(T* dst, int ld, int rows, int W, const T* src, int n, bool vec, Off&& off,
+                                           Take&& take) {
+  constexpr int E = vec16<T>, Batch = 4;
+  const int groups = W / E, total = rows * groups;
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  for (int g0 = tid; g0 < total; g0 += nt * Batch) {
+    uint4 x[Batch];
+#pragma unroll
+    for (int u = 0; u < Batch; ++u) {
+      const int gi = g0 + u * nt;
+      x[u] = make_uint4(0u, 0u, 0u, 0u);
+      if (gi < total) {
+        const int i = gi / groups, a0 = (gi % groups) * E;
+        if (a0 < n && take(i)) {
+          const T* s = src + off(i) + a0;
+          if (vec) {
+            x[u] = __ldg(reinterpret_cast<const uint4*>(s));
+          } else {
+            T t[E];
+#pragma unroll
+            for (int e = 0; e < E; ++e) t[e] = a0 + e < n ? s[e] : from_f32<T>(0.f);
+            memcpy(&x[u], t, 16);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < Batch; ++u) {
+      const int gi = g0 + u * nt;
+      if (gi < total) {
+        const int i = gi / groups, a0 = (gi % groups) * E;
+        *reinterpret_cast<uint4*>(dst + i * ld + a0) = x[u];
+      }
+    }
+  }
+}
+
+//! dst[0, 8) = x rounded to T (dst 16-byte aligned).
+template <class T>
+__device__ __forceinline__ void store8(T* dst, const float (&x)[8]) {
+  if constexpr (std::is_same_v<T, float>) {
+    reinterpret_cast<float4*>(dst)[0] = make_float4(x[0], x[1], x[2], x[3]);
+    reinterpret_cast<float4*>(dst)[1] = make_float4(x[4], x[5], x[6], x[7]);
+  } else {
+    T t[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) t[u] = to_op<T>(x[u]);
+    uint4 w;
+    memcpy(&w, t, 16);
+    *reinterpret_cast<uint4*>(dst) = w;
+  }
 }
 
 // --- 1. chunk_state_kernel -----------------------------------------------------------------------
@@ -354,187 +427,246 @@ __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_pa
   }
 }
 
-// --- 3. chunk_output_kernel ----------------------------------------------------------------------
+// --- 3. chunk_intra_kernel -----------------------------------------------------------------------
 
-//! V columns per output block: 128 for 16-bit inputs (the V-independent work of a chunk — Γ, the
-//! intra-chunk scores — is then done once for V ≤ 128), 64 for fp32 (shared memory).
-template <class Dev>
-inline constexpr int output_tile_v = sizeof(Dev) == 2 ? 128 : 64;
+inline constexpr int intra_threads = 256;   // 8 warps; two blocks per multiprocessor (K = 128, 16-bit inputs)
+inline constexpr int output_threads = 256;  // 8 warps; three blocks per multiprocessor (K = 128, 16-bit inputs)
 
+//! The V-independent part of a chunk's output, once per chunk and value head (fla's split):
+//!   Q̃ = q ⊙ e^{Γ} in the state-product operand type  → p.qbuf [chunk][hv][C][KP]
+//!   A, the intra-chunk scores, lower triangle (0 above) in the input type (fp32 for fp32 inputs)
+//!                                                      → p.abuf [chunk][hv][C][C]
+//! Both are rounded to exactly the types the output kernel's products take, so splitting changes no
+//! operand. gated_key: off-diagonal 16×16 blocks as one product per sub-chunk I (reference row r = 16·I,
+//! both exponentials ≤ 1), diagonal blocks element-wise in fp32 for j ≤ t only — one warp per row t,
+//! lanes over the keys, a shuffle reduction per (t, j). none/scalar: A = (q kᵀ) ⊙ w_j e^{Γ_t − Γ_j}.
 template <class D, class Dev>
-struct output_smem {
+struct intra_smem {
   using Op = Dev;
-  using Sop = state_op_t<Dev>;
   static constexpr bool diag = decay_key<D>;
-  static constexpr int TV = output_tile_v<Dev>;
-  int KP, ldx, ldy, ldf;
-  std::size_t recs, G, Qf, Kf, Xs, Ys, Of, Af, Ao, Vo, bytes;
-  __host__ __device__ explicit output_smem(int K) {
-    KP = round16(K), ldx = KP + op_pad<Op>(), ldy = TV + op_pad<Op>(), ldf = TV + 4;
+  int KP, ldq, ldx, ldf;
+  std::size_t recs, G, Qf, Kf, Xq, Yk, Af, bytes;
+  __host__ __device__ explicit intra_smem(int K) {
+    KP = round16(K), ldq = KP + op_pad<Dev>(), ldx = KP + op_pad<Op>(), ldf = chunk_len + 4;
     recs = 0;
     G = align128(chunk_len * sizeof(chunk_record));
     Qf = align128(G + gamma_floats<D>(KP) * sizeof(float));
-    Kf = align128(Qf + (diag ? static_cast<std::size_t>(chunk_len) * KP * sizeof(Dev) : 0));
-    Xs = align128(Kf + (diag ? static_cast<std::size_t>(chunk_len) * KP * sizeof(Dev) : 0));
-    Ys = align128(Xs + static_cast<std::size_t>(chunk_len) * ldx * sizeof(Op));
-    const std::size_t y = static_cast<std::size_t>(KP) * ldy * sizeof(Op), kr = static_cast<std::size_t>(chunk_len) * ldx * sizeof(Op);
-    Of = align128(Ys + (y > kr ? y : kr));
-    Af = align128(Of + static_cast<std::size_t>(chunk_len) * ldf * sizeof(float));
-    Ao = align128(Af + static_cast<std::size_t>(chunk_len) * ldf * sizeof(float));
-    const std::size_t ao = std::is_same_v<Op, float> ? 0 : static_cast<std::size_t>(chunk_len) * ldy * sizeof(Op);
-    Vo = align128(Ao + ao);
-    bytes = Vo + static_cast<std::size_t>(chunk_len) * ldy * sizeof(Op);
+    Kf = align128(Qf + static_cast<std::size_t>(chunk_len) * ldq * sizeof(Dev));
+    Xq = align128(Kf + static_cast<std::size_t>(chunk_len) * ldq * sizeof(Dev));
+    Yk = align128(Xq + (diag ? static_cast<std::size_t>(16) * ldx * sizeof(Op) : 0));
+    Af = align128(Yk + (diag ? static_cast<std::size_t>(chunk_len - 16) * ldx * sizeof(Op) : 0));
+    bytes = Af + static_cast<std::size_t>(chunk_len) * ldf * sizeof(float);
   }
 };
 
 template <class D, class Dev, int KP>
-__global__ void __launch_bounds__(chunk_threads) chunk_output_kernel(const chunk_params<Dev> p) {
+__global__ void __launch_bounds__(intra_threads) chunk_intra_kernel(const chunk_params<Dev> p) {
   using Op = Dev;
   using Sop = state_op_t<Dev>;
-  constexpr int TV = output_tile_v<Dev>;
-  static_assert(sizeof(Sop) == sizeof(Op));
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV;
-  const output_smem<D, Dev> L(KP);  // K ≤ KP: the tiles are KP wide, zero beyond K
+  const int K = p.K, HV = p.HV;
+  const intra_smem<D, Dev> L(KP);
   auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
   float* G = reinterpret_cast<float*>(smem_raw + L.G);
-  Dev* Qf = reinterpret_cast<Dev*>(smem_raw + L.Qf);  // [C][KP] q of reading rows (input type, exact), gated_key only
-  Dev* Kf = reinterpret_cast<Dev*>(smem_raw + L.Kf);  // [C][KP] k of writing rows (times w where used), gated_key only
-  float* Of = reinterpret_cast<float*>(smem_raw + L.Of);  // [C][ldf] output tile
-  float* Af = reinterpret_cast<float*>(smem_raw + L.Af);  // [C][ldf] intra-chunk scores
-  Op* Ao = std::is_same_v<Op, float> ? reinterpret_cast<Op*>(Af) : reinterpret_cast<Op*>(smem_raw + L.Ao);
-  const int lda_o = std::is_same_v<Op, float> ? L.ldf : L.ldy;
-  Op* Vo = reinterpret_cast<Op*>(smem_raw + L.Vo);
+  Dev* Qf = reinterpret_cast<Dev*>(smem_raw + L.Qf);  // [C][ldq] q of reading rows (raw), 0 elsewhere
+  Dev* Kf = reinterpret_cast<Dev*>(smem_raw + L.Kf);  // [C][ldq] k of writing rows (raw), 0 elsewhere
+  float* Af = reinterpret_cast<float*>(smem_raw + L.Af);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
-  const int j0 = static_cast<int>(blockIdx.z) * TV;
 
   const chunk_where at = locate_chunk(p, c);
   const device_source<Dev> src = at.is_shared ? p.shr : p.main;
   load_records(p, c, at, h, hv, recs);
   __syncthreads();
-  chunk_cumulative_decay<D, KP>(src.g, HV, hv, K, recs, G);
+  const bool vq = K % vec16<Dev> == 0 && aligned16(src.q) && aligned16(src.k);
+  stage_rows<Dev>(Qf, L.ldq, chunk_len, KP, src.q, K, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].rd; });
+  stage_rows<Dev>(Kf, L.ldq, chunk_len, KP, src.k, K, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].wr; });
+  chunk_cumulative_decay<D, KP>(src.g, HV, hv, K, recs, G);  // ends with a barrier: Qf, Kf, G ready
 
-  auto q_at = [&](int i, int a) -> float {  // q of a reading row, else 0
-    const chunk_record& r = recs[i];
-    return (r.rd && a < K) ? to_f32(src.q[r.qk + a]) : 0.f;
-  };
-  auto k_raw = [&](int i, int a) -> float {  // k of a writing row, else 0
-    const chunk_record& r = recs[i];
-    return (r.wr && a < K) ? to_f32(src.k[r.qk + a]) : 0.f;
-  };
-  auto k_at = [&](int i, int a) -> float { return k_raw(i, a) * recs[i].w; };  // w·k
-  if constexpr (decay_key<D>) {
-    staged_for(chunk_len * KP, [&](int e) { return q_at(e / KP, e % KP); }, [&](int e, float x) { Qf[e] = to_op<Dev>(x); });
-    staged_for(chunk_len * KP, [&](int e) { return k_raw(e / KP, e % KP); }, [&](int e, float x) { Kf[e] = to_op<Dev>(x); });
-    __syncthreads();
-  }
-  auto qv = [&](int i, int a) -> float {
-    if constexpr (decay_key<D>) return to_f32(Qf[i * KP + a]);
-    else return q_at(i, a);
-  };
-  auto kv = [&](int i, int a) -> float {
-    if constexpr (decay_key<D>) return to_f32(Kf[i * KP + a]) * recs[i].w;
-    else return k_at(i, a);
-  };
-
-  // --- inter-chunk: O = (q ⊙ e^{Γ}) H_c ---------------------------------------------------------
+  // Q̃ = q ⊙ e^{Γ} → qbuf
   {
-    Sop* Xs = reinterpret_cast<Sop*>(smem_raw + L.Xs);
-    Sop* Ys = reinterpret_cast<Sop*>(smem_raw + L.Ys);
-    staged_for(
-        chunk_len * KP, [&](int e) { return qv(e / KP, e % KP); },
-        [&](int e, float x) {
-          const int i = e / KP, a = e % KP;
-          Xs[i * L.ldx + a] = to_op<Sop>(a < K ? x * __expf(gamma_at<D, KP>(G, i, a)) : 0.f);
-        });
-    const float* Hc = p.hbuf + (c * HV + hv) * static_cast<index_t>(K) * V;
-    staged_for(
-        KP * TV,
-        [&](int e) {
-          const int a = e / TV, j = j0 + e % TV;
-          return (a < K && j < V) ? Hc[static_cast<index_t>(a) * V + j] : 0.f;
-        },
-        [&](int e, float x) { Ys[(e / TV) * L.ldy + e % TV] = to_op<Sop>(x); });
-    staged_for(
-        chunk_len * TV,
-        [&](int e) {
-          const int i = e / TV, j = j0 + e % TV;
-          const chunk_record& r = recs[i];
-          return (r.wr && j < V) ? to_f32(p.v[r.hv * V + j]) : 0.f;
-        },
-        [&](int e, float x) { Vo[(e / TV) * L.ldy + e % TV] = to_op<Op>(x); });
-    __syncthreads();
-    tile_mma<row_major_t, row_major_t>(Of, L.ldf, Xs, L.ldx, Ys, L.ldy, chunk_len, TV, KP, false);
-    __syncthreads();
+    Sop* Qo = p.qbuf + (c * HV + hv) * static_cast<index_t>(chunk_len) * KP;
+    for (int e = tid; e < chunk_len * KP / 8; e += nt) {
+      const int i = e / (KP / 8), a0 = (e % (KP / 8)) * 8;
+      float x[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int a = a0 + u;
+        x[u] = a < K ? to_f32(Qf[i * L.ldq + a]) * __expf(gamma_at<D, KP>(G, i, a)) : 0.f;
+      }
+      store8<Sop>(Qo + i * KP + a0, x);
+    }
   }
 
-  // --- intra-chunk scores A (lower triangle incl. the diagonal) ---------------------------------
-  Op* Xq = reinterpret_cast<Op*>(smem_raw + L.Xs);
-  Op* Yk = reinterpret_cast<Op*>(smem_raw + L.Ys);
   if constexpr (decay_key<D>) {
-    for (int e = tid; e < chunk_len * L.ldf; e += nt) Af[e] = 0.f;
-    for (int I = 1; I < chunk_len / 16; ++I) {  // off-diagonal blocks of sub-chunk I: one product
+    // diagonal blocks first (they write Af's diagonal 16×16 blocks; the products below the others)
+    const int warp = tid >> 5, lane = tid & 31, nw = nt >> 5;
+    constexpr int per = KP / 32;
+    for (int t = warp; t < chunk_len; t += nw) {
+      const int r0 = t & ~15;
+      const bool rd = recs[t].rd;
+      float qt[per], gt[per];
+#pragma unroll
+      for (int u = 0; u < per; ++u) {
+        const int a = lane + 32 * u;
+        qt[u] = to_f32(Qf[t * L.ldq + a]);  // 0 beyond K and on rows that do not read
+        gt[u] = G[t * KP + a];
+      }
+      for (int j = r0; j <= t; ++j) {
+        float acc = 0.f;
+        if (rd && recs[j].wr) {  // uniform over the warp
+#pragma unroll
+          for (int u = 0; u < per; ++u) {
+            const int a = lane + 32 * u;
+            acc += qt[u] * to_f32(Kf[j * L.ldq + a]) * __expf(gt[u] - G[j * KP + a]);
+          }
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+          acc *= recs[j].w;
+        }
+        if (lane == 0) Af[t * L.ldf + j] = acc;
+      }
+    }
+    // off-diagonal blocks of sub-chunk I: one product of q_I ⊙ e^{Γ_I − Γ_r} and k_J ⊙ e^{Γ_r − Γ_J}
+    Op* Xq = reinterpret_cast<Op*>(smem_raw + L.Xq);
+    Op* Yk = reinterpret_cast<Op*>(smem_raw + L.Yk);
+    for (int I = 1; I < chunk_len / 16; ++I) {
       const int r0 = 16 * I;
       for (int e = tid; e < 16 * KP; e += nt) {
         const int i = e / KP, a = e % KP;
-        Xq[i * L.ldx + a] = to_op<Op>(a < K ? qv(r0 + i, a) * __expf(G[(r0 + i) * KP + a] - G[r0 * KP + a]) : 0.f);
+        Xq[i * L.ldx + a] = to_op<Op>(a < K ? to_f32(Qf[(r0 + i) * L.ldq + a]) * __expf(G[(r0 + i) * KP + a] - G[r0 * KP + a]) : 0.f);
       }
       for (int e = tid; e < r0 * KP; e += nt) {
         const int j = e / KP, a = e % KP;
-        Yk[j * L.ldx + a] = to_op<Op>(a < K ? kv(j, a) * __expf(G[r0 * KP + a] - G[j * KP + a]) : 0.f);
+        Yk[j * L.ldx + a] = to_op<Op>(a < K ? to_f32(Kf[j * L.ldq + a]) * recs[j].w * __expf(G[r0 * KP + a] - G[j * KP + a]) : 0.f);
       }
       __syncthreads();
       tile_mma<row_major_t, col_major_t>(Af + r0 * L.ldf, L.ldf, Xq, L.ldx, Yk, L.ldx, 16, r0, KP, false);
       __syncthreads();
     }
-    // diagonal blocks, element-wise in fp32, j ≤ t only (the other order would exponentiate Γ_t − Γ_j > 0)
-    // one thread per pair (t, j ≤ t) of the 4 diagonal 16×16 blocks: 4 · 136 pairs
-    for (int e = tid; e < (chunk_len / 16) * 136; e += nt) {
-      const int I = e / 136, q = e % 136;
-      int ti = static_cast<int>((sqrtf(8.f * q + 1.f) - 1.f) * 0.5f);
-      if ((ti + 1) * (ti + 2) / 2 <= q) ++ti;  // guard the float rounding of the triangular root
-      if (ti * (ti + 1) / 2 > q) --ti;
-      const int tj = q - ti * (ti + 1) / 2;
-      const int t = 16 * I + ti, j = 16 * I + tj;
-      float acc = 0.f;
-      if (recs[t].rd && recs[j].wr) {
-#pragma unroll 8
-        for (int a = 0; a < K; ++a)
-          acc += to_f32(Qf[t * KP + a]) * to_f32(Kf[j * KP + a]) * __expf(G[t * KP + a] - G[j * KP + a]);
-        acc *= recs[j].w;
-      }
-      Af[t * L.ldf + j] = acc;
-    }
-    __syncthreads();
   } else {
-    staged_for(chunk_len * KP, [&](int e) { return qv(e / KP, e % KP); },
-               [&](int e, float x) { Xq[(e / KP) * L.ldx + e % KP] = to_op<Op>(x); });
-    staged_for(chunk_len * KP, [&](int e) { return kv(e / KP, e % KP); },
-               [&](int e, float x) { Yk[(e / KP) * L.ldx + e % KP] = to_op<Op>(x); });
-    __syncthreads();
-    tile_mma<row_major_t, col_major_t>(Af, L.ldf, Xq, L.ldx, Yk, L.ldx, chunk_len, chunk_len, KP, false);
-    __syncthreads();
-    for (int e = tid; e < chunk_len * chunk_len; e += nt) {
-      const int t = e / chunk_len, j = e % chunk_len;
-      float& x = Af[t * L.ldf + j];
-      if (j > t) x = 0.f;
-      else if constexpr (decay_head<D>) x *= __expf(G[t] - G[j]);
-    }
+    tile_mma<row_major_t, col_major_t>(Af, L.ldf, Qf, L.ldq, Kf, L.ldq, chunk_len, chunk_len, KP, false);
     __syncthreads();
   }
 
-  // --- O += A V, then scale and store ------------------------------------------------------------
-  if constexpr (!std::is_same_v<Op, float>) {
-    for (int e = tid; e < chunk_len * chunk_len; e += nt) {
-      const int t = e / chunk_len, j = e % chunk_len;
-      Ao[t * L.ldy + j] = to_op<Op>(Af[t * L.ldf + j]);
+  // A → abuf (0 above the diagonal)
+  Op* Ag = p.abuf + (c * HV + hv) * static_cast<index_t>(chunk_len) * chunk_len;
+  for (int e = tid; e < chunk_len * chunk_len / 8; e += nt) {
+    const int t = e / (chunk_len / 8), j0 = (e % (chunk_len / 8)) * 8;
+    float x[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int j = j0 + u;
+      float a = 0.f;
+      if (j <= t) {
+        a = Af[t * L.ldf + j];
+        if constexpr (!decay_key<D>) {
+          a *= recs[j].w;
+          if constexpr (decay_head<D>) a *= __expf(G[t] - G[j]);
+        }
+      }
+      x[u] = a;
     }
-    __syncthreads();
+    store8<Op>(Ag + t * chunk_len + j0, x);
   }
-  tile_mma<row_major_t, row_major_t>(Of, L.ldf, Ao, lda_o, Vo, L.ldy, chunk_len, TV, chunk_len, true);
+}
+
+// --- 4. chunk_output_kernel ----------------------------------------------------------------------
+
+//! V columns per output block.
+inline constexpr int output_tile_v = 64;
+
+template <class D, class Dev>
+struct output_smem {
+  using Op = Dev;
+  using Sop = state_op_t<Dev>;
+  static constexpr int TV = output_tile_v;
+  int KP, ldx, ldy, lda, ldf;
+  std::size_t recs, Xs, Ys, Ao, Vo, Of, bytes;
+  __host__ __device__ explicit output_smem(int K) {
+    KP = round16(K), ldx = KP + op_pad<Sop>(), ldy = TV + op_pad<Op>(), lda = chunk_len + op_pad<Op>(), ldf = TV + 4;
+    recs = 0;
+    Xs = align128(chunk_len * sizeof(chunk_record));
+    Ys = align128(Xs + static_cast<std::size_t>(chunk_len) * ldx * sizeof(Sop));
+    Ao = align128(Ys + static_cast<std::size_t>(KP) * ldy * sizeof(Sop));
+    Vo = align128(Ao + static_cast<std::size_t>(chunk_len) * lda * sizeof(Op));
+    Of = align128(Vo + static_cast<std::size_t>(chunk_len) * ldy * sizeof(Op));
+    bytes = Of + static_cast<std::size_t>(chunk_len) * ldf * sizeof(float);
+  }
+};
+
+//! Per chunk, value head and 64-column V tile: O = Q̃ H_c + A V (one accumulator per 16×16 tile),
+//! then the read scale and the store. Q̃ and A come from chunk_intra_kernel; H_c (fp32) is rounded to
+//! the state operand type as it is staged.
+template <class D, class Dev, int KP>
+__global__ void __launch_bounds__(output_threads) chunk_output_kernel(const chunk_params<Dev> p) {
+  using Op = Dev;
+  using Sop = state_op_t<Dev>;
+  constexpr int TV = output_tile_v;
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, HV = p.HV;
+  const output_smem<D, Dev> L(KP);
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
+  Sop* Xs = reinterpret_cast<Sop*>(smem_raw + L.Xs);
+  Sop* Ys = reinterpret_cast<Sop*>(smem_raw + L.Ys);
+  Op* Ao = reinterpret_cast<Op*>(smem_raw + L.Ao);
+  Op* Vo = reinterpret_cast<Op*>(smem_raw + L.Vo);
+  float* Of = reinterpret_cast<float*>(smem_raw + L.Of);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const int j0 = static_cast<int>(blockIdx.z) * TV;
+
+  const chunk_where at = locate_chunk(p, c);
+  load_records(p, c, at, h, hv, recs);
+  const index_t ch = c * HV + hv;
+  auto all = [](int) { return true; };
+  stage_rows<Sop>(Xs, L.ldx, chunk_len, KP, p.qbuf + ch * chunk_len * KP, KP, true,
+                  [](int i) { return static_cast<index_t>(i) * KP; }, all);
+  stage_rows<Op>(Ao, L.lda, chunk_len, chunk_len, p.abuf + ch * chunk_len * chunk_len, chunk_len, true,
+                 [](int i) { return static_cast<index_t>(i) * chunk_len; }, all);
+  {  // H_c [K, V] columns [j0, j0 + TV), fp32 → Sop
+    const float* Hc = p.hbuf + ch * static_cast<index_t>(K) * V;
+    const bool v4 = V % 4 == 0;
+    constexpr int groups = TV / 4, Batch = 8;
+    for (int g0 = tid; g0 < KP * groups; g0 += nt * Batch) {
+      float4 x[Batch];
+#pragma unroll
+      for (int u = 0; u < Batch; ++u) {
+        const int gi = g0 + u * nt, a = gi / groups, jj = (gi % groups) * 4, j = j0 + jj;
+        x[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (gi < KP * groups && a < K && j < V) {
+          const float* s = Hc + static_cast<index_t>(a) * V + j;
+          if (v4) x[u] = __ldg(reinterpret_cast<const float4*>(s));
+          else {
+            x[u].x = s[0];
+            if (j + 1 < V) x[u].y = s[1];
+            if (j + 2 < V) x[u].z = s[2];
+            if (j + 3 < V) x[u].w = s[3];
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < Batch; ++u) {
+        const int gi = g0 + u * nt, a = gi / groups, jj = (gi % groups) * 4;
+        if (gi < KP * groups) {
+          Sop* d = Ys + a * L.ldy + jj;
+          d[0] = to_op<Sop>(x[u].x), d[1] = to_op<Sop>(x[u].y), d[2] = to_op<Sop>(x[u].z), d[3] = to_op<Sop>(x[u].w);
+        }
+      }
+    }
+  }
+  __syncthreads();  // recs ready
+  {  // V rows of writing records
+    const bool vv = V % vec16<Dev> == 0 && aligned16(p.v);
+    stage_rows<Op>(Vo, L.ldy, chunk_len, TV, p.v + j0, V - j0, vv, [&](int i) { return recs[i].hv * V; },
+                   [&](int i) { return recs[i].wr; });
+  }
+  __syncthreads();
+  tile_mma2<row_major_t, row_major_t>(Of, L.ldf, Xs, L.ldx, Ys, L.ldy, KP, Ao, L.lda, Vo, L.ldy, chunk_len, chunk_len, TV);
   __syncthreads();
   for (int e = tid; e < chunk_len * TV; e += nt) {
     const int i = e / TV, jj = e % TV, j = j0 + jj;
@@ -559,6 +691,9 @@ void set_chunk_smem(const char* api) {
     check(cudaFuncSetAttribute(chunk_state_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(state_smem<D, Dev>(KP).bytes)),
           "cudaFuncSetAttribute(chunk_state_kernel)", api);
+    check(cudaFuncSetAttribute(chunk_intra_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(intra_smem<D, Dev>(KP).bytes)),
+          "cudaFuncSetAttribute(chunk_intra_kernel)", api);
     check(cudaFuncSetAttribute(chunk_output_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(output_smem<D, Dev>(KP).bytes)),
           "cudaFuncSetAttribute(chunk_output_kernel)", api);
@@ -584,9 +719,12 @@ void enqueue_chunked_kp(const chunk_params<Dev>& p, cudaStream_t stream, const c
                               stream>>>(p);
   check_launch("chunk_scan_kernel", api);
   if (chunks > 0) {
-    const unsigned vo = static_cast<unsigned>((p.V + output_tile_v<Dev> - 1) / output_tile_v<Dev>);
+    chunk_intra_kernel<D, Dev, KP><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), intra_threads,
+                                     intra_smem<D, Dev>(KP).bytes, stream>>>(p);
+    check_launch("chunk_intra_kernel", api);
+    const unsigned vo = static_cast<unsigned>((p.V + output_tile_v - 1) / output_tile_v);
     const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV), vo);
-    chunk_output_kernel<D, Dev, KP><<<grid, chunk_threads, output_smem<D, Dev>(KP).bytes, stream>>>(p);
+    chunk_output_kernel<D, Dev, KP><<<grid, output_threads, output_smem<D, Dev>(KP).bytes, stream>>>(p);
     check_launch("chunk_output_kernel", api);
   }
 }
@@ -594,7 +732,7 @@ void enqueue_chunked_kp(const chunk_params<Dev>& p, cudaStream_t stream, const c
 //! Enqueues kernels 1–3: tiles 64 keys wide for K ≤ 64, 128 wide up to chunk_max_k.
 template <class D, class Dev>
 void enqueue_chunked(const chunk_params<Dev>& p, cudaStream_t stream, const char* api) {
-  if (p.K <= 64) enqueue_chunked_kp<D, Dev, 64>(p, stream, api);
+  if (chunk_kp(p.K) == 64) enqueue_chunked_kp<D, Dev, 64>(p, stream, api);
   else enqueue_chunked_kp<D, Dev, 128>(p, stream, api);
 }
 

@@ -91,6 +91,44 @@ __device__ __forceinline__ void tile_mma(float* C, int ldc, const Op* A, int lda
   }
 }
 
+//! C[M×N] (row-major, ldc) = A1[M×K1]·B1[K1×N] + A2[M×K2]·B2[K2×N], all operands row-major, one
+//! accumulator per output tile (the two products may take different 16-bit operand types). Whole
+//! block; no barrier inside.
+template <class LA, class LB, class Op1, class Op2>
+__device__ __forceinline__ void tile_mma2(float* C, int ldc, const Op1* A1, int lda1, const Op1* B1, int ldb1, int K1,
+                                          const Op2* A2, int lda2, const Op2* B2, int ldb2, int K2, int M, int N) {
+  static_assert(tensor_core_op<Op1> == tensor_core_op<Op2>, "tile_mma2: both products on tensor cores or both fp32");
+  if constexpr (tensor_core_op<Op1>) {
+    namespace w = nvcuda::wmma;
+    const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
+    const int tn = N / 16, tiles = (M / 16) * tn;
+    for (int tile = warp; tile < tiles; tile += nwarps) {
+      const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+      w::fragment<w::accumulator, 16, 16, 16, float> c;
+      w::fill_fragment(c, 0.f);
+      for (int k0 = 0; k0 < K1; k0 += 16) {
+        w::fragment<w::matrix_a, 16, 16, 16, Op1, wmma_layout_t<LA>> a;
+        w::fragment<w::matrix_b, 16, 16, 16, Op1, wmma_layout_t<LB>> b;
+        w::load_matrix_sync(a, A1 + tile_index<LA>(i0, k0, lda1), static_cast<unsigned>(lda1));
+        w::load_matrix_sync(b, B1 + tile_index<LB>(k0, j0, ldb1), static_cast<unsigned>(ldb1));
+        w::mma_sync(c, a, b, c);
+      }
+      for (int k0 = 0; k0 < K2; k0 += 16) {
+        w::fragment<w::matrix_a, 16, 16, 16, Op2, wmma_layout_t<LA>> a;
+        w::fragment<w::matrix_b, 16, 16, 16, Op2, wmma_layout_t<LB>> b;
+        w::load_matrix_sync(a, A2 + tile_index<LA>(i0, k0, lda2), static_cast<unsigned>(lda2));
+        w::load_matrix_sync(b, B2 + tile_index<LB>(k0, j0, ldb2), static_cast<unsigned>(ldb2));
+        w::mma_sync(c, a, b, c);
+      }
+      w::store_matrix_sync(C + i0 * ldc + j0, c, static_cast<unsigned>(ldc), w::mem_row_major);
+    }
+  } else {
+    // exact fp32: the first product into the thread's own 4×4 elements, then the second accumulated
+    tile_mma<LA, LB>(C, ldc, A1, lda1, B1, ldb1, M, N, K1, false);
+    tile_mma<LA, LB>(C, ldc, A2, lda2, B2, ldb2, M, N, K2, true);  // same thread owns the same elements
+  }
+}
+
 //! Operand element type for input element type Dev: the tensor-core types stay, fp32 stays fp32.
 template <class Dev>
 using operand_t = Dev;
