@@ -329,31 +329,26 @@ __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_
   __syncthreads();
   chunk_cumulative_decay<D, KP>(src.g, HV, hv, K, recs, G);
 
-  // K̃_j = w_j k_j ⊙ e^{γ − Γ_j}  (exponent ≤ 0); adjoint: r_t q_t ⊙ e^{Γ_t}
+  // K̃_j = w_j k_j ⊙ e^{γ − Γ_j}  (exponent ≤ 0); adjoint: r_t q_t ⊙ e^{Γ_t}. The raw rows first
+  // (16-byte loads), then the factor in place.
   auto uses = [&](const chunk_record& r) { return Adj ? r.rd : r.wr; };
-  staged_for(
-      chunk_len * KP,
-      [&](int e) {
-        const int i = e / KP, a = e % KP;
-        const chunk_record& r = recs[i];
-        return (uses(r) && a < K) ? to_f32((Adj ? src.q : src.k)[r.qk + a]) : 0.f;
-      },
-      [&](int e, float x) {
-        const int i = e / KP, a = e % KP;
-        if (a < K) {
-          if constexpr (Adj) x *= recs[i].r * __expf(gamma_at<D, KP>(G, i, a));
-          else x *= recs[i].w * __expf(gamma_at<D, KP>(G, chunk_len - 1, a) - gamma_at<D, KP>(G, i, a));
-        }
-        Kt[i * L.ldk + a] = to_op<Op>(x);
-      });
-  staged_for(
-      chunk_len * TV,
-      [&](int e) {
-        const int i = e / TV, j = j0 + e % TV;
-        const chunk_record& r = recs[i];
-        return (uses(r) && j < V) ? to_f32(p.v[r.hv * V + j]) : 0.f;
-      },
-      [&](int e, float x) { Vt[(e / TV) * L.ldv + e % TV] = to_op<Op>(x); });
+  {
+    const Dev* kq = Adj ? src.q : src.k;
+    const bool vk = K % vec16<Dev> == 0 && aligned16(kq);
+    const bool vv = V % vec16<Dev> == 0 && aligned16(p.v);
+    stage_rows<Op>(Kt, L.ldk, chunk_len, KP, kq, K, vk, [&](int i) { return recs[i].qk; }, [&](int i) { return uses(recs[i]); });
+    stage_rows<Op>(Vt, L.ldv, chunk_len, TV, p.v + j0, V - j0, vv, [&](int i) { return recs[i].hv * V; },
+                   [&](int i) { return uses(recs[i]); });
+  }
+  __syncthreads();
+  for (int e = tid; e < chunk_len * K; e += nt) {
+    const int i = e / K, a = e % K;
+    Op& x = Kt[i * L.ldk + a];
+    float f;
+    if constexpr (Adj) f = recs[i].r * __expf(gamma_at<D, KP>(G, i, a));
+    else f = recs[i].w * __expf(gamma_at<D, KP>(G, chunk_len - 1, a) - gamma_at<D, KP>(G, i, a));
+    x = to_op<Op>(to_f32(x) * f);
+  }
   __syncthreads();
   tile_mma<col_major_t, row_major_t>(Cs, L.ldc, Kt, L.ldk, Vt, L.ldv, KP, TV, chunk_len, false);
   __syncthreads();
