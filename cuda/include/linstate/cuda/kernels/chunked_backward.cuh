@@ -230,19 +230,32 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
       tile_mma<row_major_t, col_major_t>(Af + r0 * ldr, ldr, Xq, ld1, Yk, ld1, 16, r0, KP, false);
       __syncthreads();
     }
-    for (int e = tid; e < (chunk_len / 16) * 136; e += nt) {
-      const int I = e / 136, q = e % 136;
-      int ti = static_cast<int>((sqrtf(8.f * q + 1.f) - 1.f) * 0.5f);
-      if ((ti + 1) * (ti + 2) / 2 <= q) ++ti;
-      if (ti * (ti + 1) / 2 > q) --ti;
-      const int tj = q - ti * (ti + 1) / 2;
-      const int t = 16 * I + ti, j = 16 * I + tj;
-      float acc = 0.f;
-      if (recs[t].rd && recs[j].wr) {
-        for (int a = 0; a < K; ++a) acc += qf(t, a) * kf(j, a) * __expf(G[t * KP + a] - G[j * KP + a]);
-        acc *= recs[j].w;
+    // diagonal blocks, j ≤ t: one warp per row t, lanes over the keys (conflict-free rows of Qd, Kd
+    // and G), a shuffle reduction per (t, j)
+    {
+      const int warp = tid >> 5, lane = tid & 31, nw = nt >> 5;
+      constexpr int per = KP / 32;
+      for (int t = warp; t < chunk_len; t += nw) {
+        const int r0 = t & ~15;
+        const bool rd = recs[t].rd;
+        float qt[per], gt[per];
+#pragma unroll
+        for (int u = 0; u < per; ++u) qt[u] = qf(t, lane + 32 * u), gt[u] = G[t * KP + lane + 32 * u];  // 0 beyond K
+        for (int j = r0; j <= t; ++j) {
+          float acc = 0.f;
+          if (rd && recs[j].wr) {  // uniform over the warp
+#pragma unroll
+            for (int u = 0; u < per; ++u) {
+              const int a = lane + 32 * u;
+              acc += qt[u] * kf(j, a) * __expf(gt[u] - G[j * KP + a]);
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            acc *= recs[j].w;
+          }
+          if (lane == 0) Af[t * ldr + j] = acc;
+        }
       }
-      Af[t * ldr + j] = acc;
     }
     __syncthreads();
   } else {
