@@ -217,11 +217,12 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   const std::size_t at_rtok = lay.add(n_chunks * chunk_len * sizeof(int));
   const std::size_t at_hbuf = lay.add(n_chunks * static_cast<std::size_t>(pb.HV * pb.K * pb.V) * sizeof(float));
   const std::size_t at_gbuf = lay.add(delta_chunked ? 0 : n_chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
-  // the GLA family's Q̃ and intra-chunk scores (chunk_intra_kernel → chunk_output_kernel), in the operand
-  // types, Q̃'s rows chunk_kp(K) long
+  // the GLA family's Q̃, K̃ and intra-chunk scores (chunk_intra_kernel → chunk_kstate_kernel, chunk_output_kernel),
+  // in the operand types, rows chunk_kp(K) long
   const bool diag_chunked = chunked && !delta_chunked;
-  const std::size_t at_qbuf = lay.add(
-      diag_chunked ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_kp(static_cast<int>(pb.K))) * sizeof(state_op_t<Dev>) : 0);
+  const std::size_t n_qk = diag_chunked ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_kp(static_cast<int>(pb.K))) : 0;
+  const std::size_t at_qbuf = lay.add(n_qk * sizeof(state_op_t<Dev>));
+  const std::size_t at_kbuf = lay.add(n_qk * sizeof(Dev));
   const std::size_t at_abuf =
       lay.add(diag_chunked ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_len) * sizeof(Dev) : 0);
   const std::size_t at_delta =
@@ -285,6 +286,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       c.state_in = state_in, c.state_out = state_out;
       c.hbuf = static_cast<float*>(at(at_hbuf)), c.gbuf = static_cast<float*>(at(at_gbuf));
       c.qbuf = static_cast<state_op_t<Dev>*>(at(at_qbuf)), c.abuf = static_cast<Dev*>(at(at_abuf));
+      c.kbuf = static_cast<Dev*>(at(at_kbuf));
       c.o = device_ptr(o), c.o_part = o_part;
       if constexpr (is_delta<D>) {
         delta_params<Dev> d;

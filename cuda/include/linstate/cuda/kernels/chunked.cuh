@@ -5,24 +5,28 @@
 // Every (sequence, partition) stream is cut into chunks of C = 64 records (SPEC §2.3; for a routed
 // partition the records are only the tokens that write or read it). A record that reads but does not
 // write enters with k = 0 and g = 0 (the state passes through it exactly); one that writes but does
-// not read produces no output. Four kernels, each parallel over all chunks of all streams and heads
-// but the scan:
+// not read produces no output. The forward is four kernels, each parallel over all chunks of all
+// streams and heads but the scan (fla's split of the work):
 //
-//  1. chunk_state_kernel  — per chunk c and value head, the chunk's own contribution and decay
-//       U_c = Σ_j (w_j k_j ⊙ e^{γ_c − Γ_j}) v_jᵀ        [K×V]   (SPEC §2.3 step 1, inner sum)
-//       e^{γ_c}                                          [K] (gated_key) or [1] (scalar)
-//     Γ_j is the chunk-local inclusive cumulative log-decay, γ_c its last row; w_j the write weight.
-//  2. chunk_scan_kernel   — per stream, head and 512-element slice of the state, the sequential
-//     hand-off H_{c+1} = diag(e^{γ_c}) H_c + U_c over the stream's chunks, overwriting U_c with the
-//     state H_c *entering* chunk c; the last H is the final state. Elementwise, memory bound.
-//  3. chunk_intra_kernel  — per chunk and value head, the V-independent part of the output:
-//       Q̃_t = q_t ⊙ e^{Γ_t} → qbuf,   A_tj = Σ_i q_t[i] w_j k_j[i] e^{Γ_t[i] − Γ_j[i]}, j ≤ t → abuf
+//  1. chunk_intra_kernel  — per chunk c and value head: Γ (chunk-local inclusive cumulative
+//     log-decay, γ_c its last row), and from it, rounded to the types the later products take,
+//       Q̃_t = q_t ⊙ e^{Γ_t}                                  → qbuf
+//       K̃_j = w_j k_j ⊙ e^{γ_c − Γ_j}   (w_j the write weight)   → kbuf,  e^{γ_c} → gbuf
+//       A_tj = Σ_i q_t[i] w_j k_j[i] e^{Γ_t[i] − Γ_j[i]}, j ≤ t   → abuf
 //     gated_key builds A with the secondary chunking of SPEC §2.3 / §8: 16-row sub-chunks; an
 //     off-diagonal block (I > J) is one product of q_I ⊙ e^{Γ_I − Γ_r} and k_J ⊙ e^{Γ_r − Γ_J} with r
-//     the first row of I (both factors ≤ 1); a diagonal block is summed element-wise in fp32 for
-//     j ≤ t only. none/scalar: A = (q kᵀ) ⊙ w_j e^{Γ_t − Γ_j} (a scalar per pair).
+//     the first row of I (both factors ≤ 1); a diagonal block is summed in fp32 for j ≤ t only, in the
+//     factorised form when its Γ spans at most diag_span, else per pair. none/scalar: A = (q kᵀ) ⊙
+//     w_j e^{Γ_t − Γ_j} (a scalar per pair).
+//  2. chunk_kstate_kernel — per chunk, head and 64-column V tile, the chunk's own contribution
+//       U_c = K̃ᵀ V                                         [K×V]   (SPEC §2.3 step 1, inner sum)
+//  3. chunk_scan_kernel   — per stream, head and 512-element slice of the state, the sequential
+//     hand-off H_{c+1} = diag(e^{γ_c}) H_c + U_c over the stream's chunks, overwriting U_c with the
+//     state H_c *entering* chunk c; the last H is the final state. Elementwise, memory bound.
 //  4. chunk_output_kernel — per chunk, head and 64-column V tile (SPEC §2.3 steps 2–3):
 //       o_t = r_t · [ Q̃_tᵀ H_c + Σ_{j≤t} A_{tj} v_j ]      with r_t = scale × read weight.
+// chunk_state_kernel forms U_c (and e^{γ_c}) from the inputs in one kernel; the backward
+// (chunked_backward.cuh) runs it to recompute H_c, and its adjoint.
 //
 // Products run through tile_mma (tensor cores for bf16/fp16 inputs, exact fp32 FMA for fp32 inputs).
 // Operand precision: the products' operands are rounded to the input type (as fla's kernels do);
@@ -52,7 +56,7 @@ namespace linstate::cuda_detail {
 inline constexpr int chunk_len = 64;       //!< C: records per chunk (the kernels' tile height)
 inline constexpr int chunk_max_k = 128;    //!< K the chunked kernels hold in shared memory
 inline constexpr int chunk_threads = 512;  // 16 warps: the output kernel holds one block per multiprocessor
-inline constexpr int scan_threads = 128, scan_per_thread = 4;
+inline constexpr int scan_threads = 128, scan_per_thread = 4, scan_depth = 4;
 
 //! Operand type of the products with the state: bf16 for fp16 inputs (range), else the input type.
 template <class Dev>
@@ -77,6 +81,7 @@ struct chunk_params {
   float* gbuf = nullptr;                // [max_chunks, HV, K] (gated_key) / [max_chunks, HV] (scalar): e^{γ_c}
   state_op_t<Dev>* qbuf = nullptr;      // [max_chunks, HV, C, chunk_kp(K)]: Q̃ = q ⊙ e^{Γ} (forward, chunk_intra_kernel)
   Dev* abuf = nullptr;                  // [max_chunks, HV, C, C]: intra-chunk scores A (forward, chunk_intra_kernel)
+  Dev* kbuf = nullptr;                  // [max_chunks, HV, C, chunk_kp(K)]: K̃ = w k ⊙ e^{γ − Γ} (forward, chunk_intra_kernel)
   Dev* o = nullptr;                     // [tokens, HV, V] when R = 1
   float* o_part = nullptr;              // [tokens, HV, R, V] when R > 1
 };
@@ -203,7 +208,7 @@ __device__ __forceinline__ float gamma_at(const float* G, int t, int a) {
 
 __host__ __device__ constexpr int round16(int x) { return (x + 15) / 16 * 16; }
 //! The key tile of the chunked kernels for K (enqueue_chunked): 64 up to K = 64, else 128; the row
-//! length of the forward's Q̃ buffer.
+//! length of the forward's Q̃ and K̃ buffers.
 __host__ __device__ constexpr int chunk_kp(int K) { return K <= 64 ? 64 : 128; }
 //! Leading-dimension padding of an operand tile (keeps WMMA's 32-byte alignment, spreads banks).
 template <class Op>
@@ -386,31 +391,39 @@ __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_pa
     const index_t e = e0 + u;
     st[u] = (p.state_in && e < KV) ? p.state_in[sbase + e] : 0.f;
   }
-  float un[scan_per_thread], dn[scan_per_thread];
-  auto fetch = [&](index_t c) {
+  // the next scan_depth chunks' loads are in flight while this one is stored (a ring of registers,
+  // indexed statically through the unrolled inner loop): the hand-off waits for one memory latency per
+  // scan_depth chunks instead of one per chunk
+  float un[scan_depth][scan_per_thread], dn[scan_depth][scan_per_thread];
+  auto fetch = [&](index_t c, float (&u_)[scan_per_thread], float (&d_)[scan_per_thread]) {
     const float* U = p.hbuf + (c * HV + hv) * KV;
 #pragma unroll
     for (int u = 0; u < scan_per_thread; ++u) {
       const index_t e = e0 + u;
-      un[u] = e < KV ? U[e] : 0.f;
-      if constexpr (decay_key<D>) dn[u] = e < KV ? p.gbuf[(c * HV + hv) * K + e / V] : 1.f;
-      else if constexpr (decay_head<D>) dn[u] = p.gbuf[c * HV + hv];
-      else dn[u] = 1.f;
+      u_[u] = e < KV ? U[e] : 0.f;
+      if constexpr (decay_key<D>) d_[u] = e < KV ? p.gbuf[(c * HV + hv) * K + e / V] : 1.f;
+      else if constexpr (decay_head<D>) d_[u] = p.gbuf[c * HV + hv];
+      else d_[u] = 1.f;
     }
   };
-  if (c0 < c1) fetch(c0);
-  for (index_t c = c0; c < c1; ++c) {
-    float uc[scan_per_thread], dc[scan_per_thread];
 #pragma unroll
-    for (int u = 0; u < scan_per_thread; ++u) uc[u] = un[u], dc[u] = dn[u];
-    if (c + 1 < c1) fetch(c + 1);  // next chunk's loads in flight while this one is stored
-    float* Hc = p.hbuf + (c * HV + hv) * KV;
+  for (int k = 0; k < scan_depth; ++k)
+    if (c0 + k < c1) fetch(c0 + k, un[k], dn[k]);
+  for (index_t cb = c0; cb < c1; cb += scan_depth) {
 #pragma unroll
-    for (int u = 0; u < scan_per_thread; ++u) {
-      const index_t e = e0 + u;
-      if (e < KV) Hc[e] = st[u];
-      if constexpr (decay_none<D>) st[u] += uc[u];
-      else st[u] = fmaf(dc[u], st[u], uc[u]);
+    for (int k = 0; k < scan_depth; ++k) {
+      const index_t c = cb + k;
+      if (c < c1) {
+        float* Hc = p.hbuf + (c * HV + hv) * KV;
+#pragma unroll
+        for (int u = 0; u < scan_per_thread; ++u) {
+          const index_t e = e0 + u;
+          if (e < KV) Hc[e] = st[u];
+          if constexpr (decay_none<D>) st[u] += un[k][u];
+          else st[u] = fmaf(dn[k][u], st[u], un[k][u]);
+        }
+        if (c + scan_depth < c1) fetch(c + scan_depth, un[k], dn[k]);
+      }
     }
   }
   if (p.state_out) {
@@ -426,21 +439,28 @@ __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_pa
 
 inline constexpr int intra_threads = 256;   // 8 warps; two blocks per multiprocessor (K = 128, 16-bit inputs)
 inline constexpr int output_threads = 256;  // 8 warps; three blocks per multiprocessor (K = 128, 16-bit inputs)
+inline constexpr int kstate_threads = 256;  // 8 warps; three blocks per multiprocessor (K = 128, 16-bit inputs)
+//! Largest |Γ_i − Γ_r| over a 16-row sub-block (r its first row) for which its diagonal block is summed
+//! through the factorised form q_t e^{Γ_t − Γ_r} · w_j k_j e^{Γ_r − Γ_j} (both factors within
+//! [e^−40, e^40]: normal fp32, each from an accurate expf); a sub-block beyond it (strong decays) forms
+//! every e^{Γ_t − Γ_j} per pair.
+inline constexpr float diag_span = 40.f;
 
 //! The V-independent part of a chunk's output, once per chunk and value head (fla's split):
 //!   Q̃ = q ⊙ e^{Γ} in the state-product operand type  → p.qbuf [chunk][hv][C][KP]
 //!   A, the intra-chunk scores, lower triangle (0 above) in the input type (fp32 for fp32 inputs)
 //!                                                      → p.abuf [chunk][hv][C][C]
-//! Both are rounded to exactly the types the output kernel's products take, so splitting changes no
-//! operand. gated_key: off-diagonal 16×16 blocks as one product per sub-chunk I (reference row r = 16·I,
-//! both exponentials ≤ 1), diagonal blocks element-wise in fp32 for j ≤ t only — one warp per row t,
-//! lanes over the keys, a shuffle reduction per (t, j). none/scalar: A = (q kᵀ) ⊙ w_j e^{Γ_t − Γ_j}.
+//!   K̃ = w k ⊙ e^{γ − Γ} in the input type (chunk_kstate_kernel's operand) → p.kbuf, e^{γ} → p.gbuf
+//! All are rounded to exactly the types the later products take, so splitting changes no operand.
+//! gated_key: off-diagonal 16×16 blocks as one product per sub-chunk I (reference row r = 16·I, both
+//! exponentials ≤ 1), diagonal blocks in fp32 for j ≤ t only — one warp per row t, lanes over the keys,
+//! a shuffle reduction per (t, j); factorised (diag_span) or per pair. none/scalar: A = (q kᵀ) ⊙ w_j e^{Γ_t − Γ_j}.
 template <class D, class Dev>
 struct intra_smem {
   using Op = Dev;
   static constexpr bool diag = decay_key<D>;
   int KP, ldq, ldx, ldf;
-  std::size_t recs, G, Qf, Kf, Xq, Yk, Af, bytes;
+  std::size_t recs, G, Qf, Kf, Xq, Yk, Kd, Af, bytes;
   __host__ __device__ explicit intra_smem(int K) {
     KP = round16(K), ldq = KP + op_pad<Dev>(), ldx = KP + op_pad<Op>(), ldf = chunk_len + 4;
     recs = 0;
@@ -449,7 +469,12 @@ struct intra_smem {
     Kf = align128(Qf + static_cast<std::size_t>(chunk_len) * ldq * sizeof(Dev));
     Xq = align128(Kf + static_cast<std::size_t>(chunk_len) * ldq * sizeof(Dev));
     Yk = align128(Xq + (diag ? static_cast<std::size_t>(16) * ldx * sizeof(Op) : 0));
-    Af = align128(Yk + (diag ? static_cast<std::size_t>(chunk_len - 16) * ldx * sizeof(Op) : 0));
+    // Kd (the diagonal blocks' fp32 k̃, half a chunk at a time) shares Xq/Yk's space: the diagonal
+    // blocks are done before the off-diagonal ones start
+    Kd = Xq;
+    const std::size_t xy = diag ? static_cast<std::size_t>(chunk_len) * ldx * sizeof(Op) : 0;
+    const std::size_t kd = diag ? static_cast<std::size_t>(chunk_len / 2) * KP * sizeof(float) : 0;
+    Af = align128(Xq + (xy > kd ? xy : kd));
     bytes = Af + static_cast<std::size_t>(chunk_len) * ldf * sizeof(float);
   }
 };
@@ -494,35 +519,89 @@ __global__ void __launch_bounds__(intra_threads) chunk_intra_kernel(const chunk_
       store8<Sop>(Qo + i * KP + a0, x);
     }
   }
+  // K̃ = w k ⊙ e^{γ − Γ} → kbuf (chunk_kstate_kernel's operand), and e^{γ} → gbuf (the scan's)
+  {
+    Op* Ko = p.kbuf + (c * HV + hv) * static_cast<index_t>(chunk_len) * KP;
+    for (int e = tid; e < chunk_len * KP / 8; e += nt) {
+      const int i = e / (KP / 8), a0 = (e % (KP / 8)) * 8;
+      float x[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int a = a0 + u;
+        x[u] = a < K ? to_f32(Kf[i * L.ldq + a]) * (recs[i].w * __expf(gamma_at<D, KP>(G, chunk_len - 1, a) - gamma_at<D, KP>(G, i, a)))
+                     : 0.f;
+      }
+      store8<Op>(Ko + i * KP + a0, x);
+    }
+    if constexpr (decay_key<D>) {
+      for (int a = tid; a < K; a += nt) p.gbuf[(c * HV + hv) * K + a] = __expf(G[(chunk_len - 1) * KP + a]);
+    } else if constexpr (decay_head<D>) {
+      if (tid == 0) p.gbuf[c * HV + hv] = __expf(G[chunk_len - 1]);
+    }
+  }
 
   if constexpr (decay_key<D>) {
-    // diagonal blocks first (they write Af's diagonal 16×16 blocks; the products below the others)
+    // diagonal blocks first (they write Af's diagonal 16×16 blocks; the products below the others).
+    // Per sub-block: the factorised fp32 form when its Γ spans at most diag_span, else per pair.
+    __shared__ int slow[chunk_len / 16];
+    float* Kd = reinterpret_cast<float*>(smem_raw + L.Kd);  // [C/2][KP] w_j k_j e^{Γ_r − Γ_j}, factorised sub-blocks
+    if (tid < chunk_len / 16) slow[tid] = 0;
+    __syncthreads();
+    for (int e = tid; e < chunk_len * KP; e += nt) {
+      const int i = e / KP, a = e % KP, r0 = i & ~15;
+      if (!(fabsf(G[i * KP + a] - G[r0 * KP + a]) <= diag_span)) atomicOr(&slow[i >> 4], 1);
+    }
+    __syncthreads();
     const int warp = tid >> 5, lane = tid & 31, nw = nt >> 5;
     constexpr int per = KP / 32;
-    for (int t = warp; t < chunk_len; t += nw) {
-      const int r0 = t & ~15;
-      const bool rd = recs[t].rd;
-      float qt[per], gt[per];
-#pragma unroll
-      for (int u = 0; u < per; ++u) {
-        const int a = lane + 32 * u;
-        qt[u] = to_f32(Qf[t * L.ldq + a]);  // 0 beyond K and on rows that do not read
-        gt[u] = G[t * KP + a];
+    for (int h0 = 0; h0 < chunk_len; h0 += chunk_len / 2) {  // rows [h0, h0 + C/2): two sub-blocks
+      for (int e = tid; e < (chunk_len / 2) * KP; e += nt) {
+        const int j = h0 + e / KP, a = e % KP, r0 = j & ~15;
+        if (!slow[j >> 4]) Kd[(j - h0) * KP + a] = to_f32(Kf[j * L.ldq + a]) * recs[j].w * expf(G[r0 * KP + a] - G[j * KP + a]);
       }
-      for (int j = r0; j <= t; ++j) {
-        float acc = 0.f;
-        if (rd && recs[j].wr) {  // uniform over the warp
+      __syncthreads();
+      for (int t = h0 + warp; t < h0 + chunk_len / 2; t += nw) {
+        const int r0 = t & ~15;
+        float qt[per], gt[per];
+        if (!slow[t >> 4]) {  // uniform over the warp
 #pragma unroll
           for (int u = 0; u < per; ++u) {
             const int a = lane + 32 * u;
-            acc += qt[u] * to_f32(Kf[j * L.ldq + a]) * __expf(gt[u] - G[j * KP + a]);
+            qt[u] = to_f32(Qf[t * L.ldq + a]) * expf(G[t * KP + a] - G[r0 * KP + a]);  // 0 beyond K, on rows that do not read
           }
+          for (int j = r0; j <= t; ++j) {
+            float acc = 0.f;
 #pragma unroll
-          for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-          acc *= recs[j].w;
+            for (int u = 0; u < per; ++u) acc = fmaf(qt[u], Kd[(j - h0) * KP + lane + 32 * u], acc);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            if (lane == 0) Af[t * L.ldf + j] = acc;
+          }
+          continue;
         }
-        if (lane == 0) Af[t * L.ldf + j] = acc;
+        const bool rd = recs[t].rd;
+#pragma unroll
+        for (int u = 0; u < per; ++u) {
+          const int a = lane + 32 * u;
+          qt[u] = to_f32(Qf[t * L.ldq + a]);  // 0 beyond K and on rows that do not read
+          gt[u] = G[t * KP + a];
+        }
+        for (int j = r0; j <= t; ++j) {
+          float acc = 0.f;
+          if (rd && recs[j].wr) {  // uniform over the warp
+#pragma unroll
+            for (int u = 0; u < per; ++u) {
+              const int a = lane + 32 * u;
+              acc += qt[u] * to_f32(Kf[j * L.ldq + a]) * __expf(gt[u] - G[j * KP + a]);
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            acc *= recs[j].w;
+          }
+          if (lane == 0) Af[t * L.ldf + j] = acc;
+        }
       }
+      __syncthreads();  // Kd is rewritten next (the other half, then Xq / Yk)
     }
     // off-diagonal blocks of sub-chunk I: one product of q_I ⊙ e^{Γ_I − Γ_r} and k_J ⊙ e^{Γ_r − Γ_J}
     Op* Xq = reinterpret_cast<Op*>(smem_raw + L.Xq);
@@ -565,6 +644,72 @@ __global__ void __launch_bounds__(intra_threads) chunk_intra_kernel(const chunk_
       x[u] = a;
     }
     store8<Op>(Ag + t * chunk_len + j0, x);
+  }
+}
+
+// --- 3'. chunk_kstate_kernel ---------------------------------------------------------------------
+
+//! The forward's chunk state, U_c = K̃ᵀ V per chunk, value head and 64-column V tile, from the K̃ that
+//! chunk_intra_kernel wrote (the same operand chunk_state_kernel forms, so U_c is the same): no Γ and
+//! no exponentials here, 16-byte loads, three blocks per multiprocessor.
+template <class D, class Dev>
+struct kstate_smem {
+  using Op = Dev;
+  static constexpr int TV = 64;
+  int KP, ldk, ldv, ldc;
+  std::size_t recs, Kt, Vt, Cs, bytes;
+  __host__ __device__ explicit kstate_smem(int K) {
+    KP = round16(K), ldk = KP + op_pad<Op>(), ldv = TV + op_pad<Op>(), ldc = TV + 4;
+    recs = 0;
+    Kt = align128(chunk_len * sizeof(chunk_record));
+    Vt = align128(Kt + static_cast<std::size_t>(chunk_len) * ldk * sizeof(Op));
+    Cs = align128(Vt + static_cast<std::size_t>(chunk_len) * ldv * sizeof(Op));
+    bytes = Cs + static_cast<std::size_t>(KP) * ldc * sizeof(float);
+  }
+};
+
+template <class D, class Dev, int KP>
+__global__ void __launch_bounds__(kstate_threads) chunk_kstate_kernel(const chunk_params<Dev> p) {
+  using Op = Dev;
+  constexpr int TV = kstate_smem<D, Dev>::TV;
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, HV = p.HV;
+  const kstate_smem<D, Dev> L(KP);
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
+  Op* Kt = reinterpret_cast<Op*>(smem_raw + L.Kt);
+  Op* Vt = reinterpret_cast<Op*>(smem_raw + L.Vt);
+  float* Cs = reinterpret_cast<float*>(smem_raw + L.Cs);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const int j0 = static_cast<int>(blockIdx.z) * TV;
+  const chunk_where at = locate_chunk(p, c);
+  load_records(p, c, at, h, hv, recs);
+  const index_t ch = c * HV + hv;
+  stage_rows<Op>(Kt, L.ldk, chunk_len, KP, p.kbuf + ch * chunk_len * KP, KP, true,
+                 [](int i) { return static_cast<index_t>(i) * KP; }, [](int) { return true; });
+  __syncthreads();  // recs ready
+  const bool vv = V % vec16<Dev> == 0 && aligned16(p.v);
+  stage_rows<Op>(Vt, L.ldv, chunk_len, TV, p.v + j0, V - j0, vv, [&](int i) { return recs[i].hv * V; },
+                 [&](int i) { return recs[i].wr; });
+  __syncthreads();
+  tile_mma<col_major_t, row_major_t>(Cs, L.ldc, Kt, L.ldk, Vt, L.ldv, KP, TV, chunk_len, false);
+  __syncthreads();
+  float* U = p.hbuf + ch * static_cast<index_t>(K) * V;
+  if (V % 4 == 0) {
+    for (int e = tid; e < K * (TV / 4); e += nt) {
+      const int a = e / (TV / 4), jj = (e % (TV / 4)) * 4, j = j0 + jj;
+      if (j < V) {
+        const float* cs = Cs + a * L.ldc + jj;
+        *reinterpret_cast<float4*>(U + static_cast<index_t>(a) * V + j) = make_float4(cs[0], cs[1], cs[2], cs[3]);
+      }
+    }
+  } else {
+    for (int e = tid; e < K * TV; e += nt) {
+      const int a = e / TV, jj = e % TV, j = j0 + jj;
+      if (j < V) U[static_cast<index_t>(a) * V + j] = Cs[a * L.ldc + jj];
+    }
   }
 }
 
@@ -689,6 +834,9 @@ void set_chunk_smem(const char* api) {
     check(cudaFuncSetAttribute(chunk_intra_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(intra_smem<D, Dev>(KP).bytes)),
           "cudaFuncSetAttribute(chunk_intra_kernel)", api);
+    check(cudaFuncSetAttribute(chunk_kstate_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(kstate_smem<D, Dev>(KP).bytes)),
+          "cudaFuncSetAttribute(chunk_kstate_kernel)", api);
     check(cudaFuncSetAttribute(chunk_output_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(output_smem<D, Dev>(KP).bytes)),
           "cudaFuncSetAttribute(chunk_output_kernel)", api);
@@ -697,29 +845,29 @@ void set_chunk_smem(const char* api) {
   (void)once;
 }
 
-//! Enqueues kernels 1–3 with tiles KP wide (K ≤ KP; the record table in p.rt is built already).
+//! Enqueues the forward with tiles KP wide (K ≤ KP; the record table in p.rt is built already):
+//! chunk_intra_kernel (Γ, Q̃, K̃, e^{γ}, A), chunk_kstate_kernel (U_c), chunk_scan_kernel (H_c over
+//! U_c), chunk_output_kernel. (chunk_state_kernel forms U_c from the inputs for the backward's
+//! recomputation.)
 template <class D, class Dev, int KP>
 void enqueue_chunked_kp(const chunk_params<Dev>& p, cudaStream_t stream, const char* api) {
   set_chunk_smem<D, Dev, KP>(api);
   const index_t chunks = p.rt.max_chunks;
-  const unsigned vt = static_cast<unsigned>((p.V + state_tile_v<Dev> - 1) / state_tile_v<Dev>);
+  const unsigned ch = static_cast<unsigned>(chunks), hv = static_cast<unsigned>(p.HV);
   if (chunks > 0) {
-    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV), vt);
-    chunk_state_kernel<D, Dev, KP><<<grid, chunk_threads, state_smem<D, Dev>(KP).bytes, stream>>>(p);
-    check_launch("chunk_state_kernel", api);
+    chunk_intra_kernel<D, Dev, KP><<<dim3(ch, hv), intra_threads, intra_smem<D, Dev>(KP).bytes, stream>>>(p);
+    check_launch("chunk_intra_kernel", api);
+    const unsigned vt = static_cast<unsigned>((p.V + kstate_smem<D, Dev>::TV - 1) / kstate_smem<D, Dev>::TV);
+    chunk_kstate_kernel<D, Dev, KP><<<dim3(ch, hv, vt), kstate_threads, kstate_smem<D, Dev>(KP).bytes, stream>>>(p);
+    check_launch("chunk_kstate_kernel", api);
   }
   const index_t KV = static_cast<index_t>(p.K) * p.V;
   const unsigned slices = static_cast<unsigned>((KV + scan_threads * scan_per_thread - 1) / (scan_threads * scan_per_thread));
-  chunk_scan_kernel<D, Dev><<<dim3(slices, static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P)), scan_threads, 0,
-                              stream>>>(p);
+  chunk_scan_kernel<D, Dev><<<dim3(slices, hv, static_cast<unsigned>(p.S * p.P)), scan_threads, 0, stream>>>(p);
   check_launch("chunk_scan_kernel", api);
   if (chunks > 0) {
-    chunk_intra_kernel<D, Dev, KP><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), intra_threads,
-                                     intra_smem<D, Dev>(KP).bytes, stream>>>(p);
-    check_launch("chunk_intra_kernel", api);
     const unsigned vo = static_cast<unsigned>((p.V + output_tile_v - 1) / output_tile_v);
-    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV), vo);
-    chunk_output_kernel<D, Dev, KP><<<grid, output_threads, output_smem<D, Dev>(KP).bytes, stream>>>(p);
+    chunk_output_kernel<D, Dev, KP><<<dim3(ch, hv, vo), output_threads, output_smem<D, Dev>(KP).bytes, stream>>>(p);
     check_launch("chunk_output_kernel", api);
   }
 }
