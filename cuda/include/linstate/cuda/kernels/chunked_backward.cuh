@@ -85,18 +85,37 @@ __global__ void __launch_bounds__(scan_threads) chunk_rscan_kernel(const chunk_b
     const index_t e = e0 + u;
     d[u] = (p.dht && e < KV) ? p.dht[sbase + e] : 0.f;
   }
-  for (index_t c = c1 - 1; c >= c0; --c) {
-    float* Wc = p.dbuf + (c * HV + hv) * KV;
+  // as the forward scan: the loads of the next scan_depth chunks (walking backwards) are in flight
+  // while this one is stored, in a ring of registers indexed statically through the unrolled loop
+  float wn[scan_depth][scan_per_thread], dn[scan_depth][scan_per_thread];
+  auto fetch = [&](index_t c, float (&w_)[scan_per_thread], float (&d_)[scan_per_thread]) {
+    const float* Wc = p.dbuf + (c * HV + hv) * KV;
 #pragma unroll
     for (int u = 0; u < scan_per_thread; ++u) {
       const index_t e = e0 + u;
-      if (e >= KV) continue;
-      const float w = Wc[e];
-      Wc[e] = d[u];
-      float dec = 1.f;
-      if constexpr (decay_key<D>) dec = p.gbuf[(c * HV + hv) * K + e / V];
-      else if constexpr (decay_head<D>) dec = p.gbuf[c * HV + hv];
-      d[u] = (decay_none<D>) ? d[u] + w : fmaf(dec, d[u], w);
+      w_[u] = e < KV ? Wc[e] : 0.f;
+      if constexpr (decay_key<D>) d_[u] = e < KV ? p.gbuf[(c * HV + hv) * K + e / V] : 1.f;
+      else if constexpr (decay_head<D>) d_[u] = p.gbuf[c * HV + hv];
+      else d_[u] = 1.f;
+    }
+  };
+#pragma unroll
+  for (int k = 0; k < scan_depth; ++k)
+    if (c1 - 1 - k >= c0) fetch(c1 - 1 - k, wn[k], dn[k]);
+  for (index_t cb = c1 - 1; cb >= c0; cb -= scan_depth) {
+#pragma unroll
+    for (int k = 0; k < scan_depth; ++k) {
+      const index_t c = cb - k;
+      if (c >= c0) {
+        float* Wc = p.dbuf + (c * HV + hv) * KV;
+#pragma unroll
+        for (int u = 0; u < scan_per_thread; ++u) {
+          const index_t e = e0 + u;
+          if (e < KV) Wc[e] = d[u];
+          d[u] = (decay_none<D>) ? d[u] + wn[k][u] : fmaf(dn[k][u], d[u], wn[k][u]);
+        }
+        if (c - scan_depth >= c0) fetch(c - scan_depth, wn[k], dn[k]);
+      }
     }
   }
   if (p.dh0) {
@@ -173,42 +192,65 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
   auto gam = [&](int t, int a) { return gamma_at<D, KP>(G, t, a); };
 
   // --- P0: raw rows ----------------------------------------------------------------------------
-  staged_for(
-      chunk_len * KP,
-      [&](int e) {
-        const chunk_record& r = recs[e / KP];
-        const int a = e % KP;
-        return (r.rd && a < K) ? to_f32(src.q[r.qk + a]) : 0.f;
-      },
-      [&](int e, float x) { Qd[(e / KP) * ldq + e % KP] = to_op<Op>(x); });
-  staged_for(
-      chunk_len * KP,
-      [&](int e) {
-        const chunk_record& r = recs[e / KP];
-        const int a = e % KP;
-        return (r.wr && a < K) ? to_f32(src.k[r.qk + a]) : 0.f;
-      },
-      [&](int e, float x) { Kd[(e / KP) * ldq + e % KP] = to_op<Op>(x); });
-  staged_for(
-      chunk_len * VP,
-      [&](int e) {
-        const chunk_record& r = recs[e / VP];
-        const int j = e % VP;
-        return (r.wr && j < V) ? to_f32(p.v[r.hv * V + j]) : 0.f;
-      },
-      [&](int e, float x) { Vd[(e / VP) * ldv + e % VP] = to_op<Op>(x); });
-  staged_for(
-      chunk_len * VP,
-      [&](int e) {
-        const chunk_record& r = recs[e / VP];
-        const int j = e % VP;
-        return (r.rd && j < V) ? to_f32(p.dO[r.hv * V + j]) : 0.f;
-      },
-      [&](int e, float x) { Od[(e / VP) * ldv + e % VP] = to_op<Op>(x); });
+  if constexpr (std::is_same_v<Dev, Op>) {  // bf16 inputs: raw 16-byte copies
+    const bool vq = K % vec16<Dev> == 0 && aligned16(src.q) && aligned16(src.k);
+    const bool vv = V % vec16<Dev> == 0 && aligned16(p.v) && aligned16(p.dO);
+    stage_rows<Op>(Qd, ldq, chunk_len, KP, src.q, K, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].rd; });
+    stage_rows<Op>(Kd, ldq, chunk_len, KP, src.k, K, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].wr; });
+    stage_rows<Op>(Vd, ldv, chunk_len, VP, p.v, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].wr; });
+    stage_rows<Op>(Od, ldv, chunk_len, VP, p.dO, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
+  } else {
+    staged_for(
+        chunk_len * KP,
+        [&](int e) {
+          const chunk_record& r = recs[e / KP];
+          const int a = e % KP;
+          return (r.rd && a < K) ? to_f32(src.q[r.qk + a]) : 0.f;
+        },
+        [&](int e, float x) { Qd[(e / KP) * ldq + e % KP] = to_op<Op>(x); });
+    staged_for(
+        chunk_len * KP,
+        [&](int e) {
+          const chunk_record& r = recs[e / KP];
+          const int a = e % KP;
+          return (r.wr && a < K) ? to_f32(src.k[r.qk + a]) : 0.f;
+        },
+        [&](int e, float x) { Kd[(e / KP) * ldq + e % KP] = to_op<Op>(x); });
+    staged_for(
+        chunk_len * VP,
+        [&](int e) {
+          const chunk_record& r = recs[e / VP];
+          const int j = e % VP;
+          return (r.wr && j < V) ? to_f32(p.v[r.hv * V + j]) : 0.f;
+        },
+        [&](int e, float x) { Vd[(e / VP) * ldv + e % VP] = to_op<Op>(x); });
+    staged_for(
+        chunk_len * VP,
+        [&](int e) {
+          const chunk_record& r = recs[e / VP];
+          const int j = e % VP;
+          return (r.rd && j < V) ? to_f32(p.dO[r.hv * V + j]) : 0.f;
+        },
+        [&](int e, float x) { Od[(e / VP) * ldv + e % VP] = to_op<Op>(x); });
+  }
   for (int a = tid; a < KP; a += nt) cn[a] = 0.f;
   __syncthreads();
   auto qf = [&](int t, int a) { return to_f32(Qd[t * ldq + a]); };
   auto kf = [&](int j, int a) { return to_f32(Kd[j * ldq + a]); };
+  // Sub-blocks whose Γ spans at most diag_span (chunked.cuh) sum their diagonal blocks in the
+  // factorised form e^{Γ_t − Γ_r} · e^{Γ_r − Γ_j} (r the sub-block's first row; fp32 scratch Xd in the
+  // Dc region, which no phase holds across a diagonal loop); the others form e^{Γ_t − Γ_j} per pair.
+  __shared__ int slow[chunk_len / 16];
+  float* Xd = reinterpret_cast<float*>(Dc);  // [C][KP]
+  if constexpr (decay_key<D>) {
+    if (tid < chunk_len / 16) slow[tid] = 0;
+    __syncthreads();
+    for (int e = tid; e < chunk_len * KP; e += nt) {
+      const int i = e / KP, a = e % KP, r0 = i & ~15;
+      if (!(fabsf(G[i * KP + a] - G[r0 * KP + a]) <= diag_span)) atomicOr(&slow[i >> 4], 1);
+    }
+    __syncthreads();
+  }
 
   // --- P1: A (into Ab) and dA (into dAb) -------------------------------------------------------
   float* Af = R;  // [C][ldr]
@@ -235,10 +277,31 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
     {
       const int warp = tid >> 5, lane = tid & 31, nw = nt >> 5;
       constexpr int per = KP / 32;
+      for (int e = tid; e < chunk_len * KP; e += nt) {  // Xd[j] = w_j k_j e^{Γ_r − Γ_j}
+        const int j = e / KP, a = e % KP, r0 = j & ~15;
+        if (!slow[j >> 4]) Xd[j * KP + a] = kf(j, a) * recs[j].w * expf(G[r0 * KP + a] - G[j * KP + a]);
+      }
+      __syncthreads();
       for (int t = warp; t < chunk_len; t += nw) {
         const int r0 = t & ~15;
         const bool rd = recs[t].rd;
         float qt[per], gt[per];
+        if (!slow[t >> 4]) {  // uniform over the warp
+#pragma unroll
+          for (int u = 0; u < per; ++u) {
+            const int a = lane + 32 * u;
+            qt[u] = qf(t, a) * expf(G[t * KP + a] - G[r0 * KP + a]);
+          }
+          for (int j = r0; j <= t; ++j) {
+            float acc = 0.f;
+#pragma unroll
+            for (int u = 0; u < per; ++u) acc = fmaf(qt[u], Xd[j * KP + lane + 32 * u], acc);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            if (lane == 0) Af[t * ldr + j] = acc;
+          }
+          continue;
+        }
 #pragma unroll
         for (int u = 0; u < per; ++u) qt[u] = qf(t, lane + 32 * u), gt[u] = G[t * KP + lane + 32 * u];  // 0 beyond K
         for (int j = r0; j <= t; ++j) {
@@ -357,14 +420,24 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
       }
     }
     __syncthreads();
+    for (int e = tid; e < chunk_len * KP; e += nt) {  // Xd[t] = r_t q_t e^{Γ_t − Γ_r}
+      const int t = e / KP, a = e % KP, r0 = t & ~15;
+      if (!slow[t >> 4]) Xd[t * KP + a] = recs[t].r * qf(t, a) * expf(G[t * KP + a] - G[r0 * KP + a]);
+    }
+    __syncthreads();
     // diagonal blocks: thread per (j, a), t from j to the end of j's block
     for (int e = tid; e < chunk_len * KP; e += nt) {
       const int j = e / KP, a = e % KP;
       if (a >= K || !recs[j].wr) continue;
-      const int end = (j / 16 + 1) * 16;
+      const int r0 = j & ~15, end = r0 + 16;
       float acc = 0.f;
-      for (int t = j; t < end; ++t)
-        acc += recs[t].r * to_f32(dAb[t * lda + j]) * qf(t, a) * __expf(G[t * KP + a] - G[j * KP + a]);
+      if (!slow[j >> 4]) {
+        for (int t = j; t < end; ++t) acc = fmaf(to_f32(dAb[t * lda + j]), Xd[t * KP + a], acc);
+        acc *= expf(G[r0 * KP + a] - G[j * KP + a]);
+      } else {
+        for (int t = j; t < end; ++t)
+          acc += recs[t].r * to_f32(dAb[t * lda + j]) * qf(t, a) * __expf(G[t * KP + a] - G[j * KP + a]);
+      }
       R[j * ldr + a] += acc;
     }
     __syncthreads();
@@ -432,13 +505,23 @@ __global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_b
       }
     }
     __syncthreads();
+    for (int e = tid; e < chunk_len * KP; e += nt) {  // Xd[j] = w_j k_j e^{Γ_r − Γ_j} (Dc's H_c is consumed)
+      const int j = e / KP, a = e % KP, r0 = j & ~15;
+      if (!slow[j >> 4]) Xd[j * KP + a] = kf(j, a) * recs[j].w * expf(G[r0 * KP + a] - G[j * KP + a]);
+    }
+    __syncthreads();
     for (int e = tid; e < chunk_len * KP; e += nt) {
       const int t = e / KP, a = e % KP;
       if (a >= K || !recs[t].rd) continue;
       const int start = (t / 16) * 16;
       float acc = 0.f;
-      for (int j = start; j <= t; ++j)
-        acc += to_f32(dAb[t * lda + j]) * recs[j].w * kf(j, a) * __expf(G[t * KP + a] - G[j * KP + a]);
+      if (!slow[t >> 4]) {
+        for (int j = start; j <= t; ++j) acc = fmaf(to_f32(dAb[t * lda + j]), Xd[j * KP + a], acc);
+        acc *= expf(G[t * KP + a] - G[start * KP + a]);
+      } else {
+        for (int j = start; j <= t; ++j)
+          acc += to_f32(dAb[t * lda + j]) * recs[j].w * kf(j, a) * __expf(G[t * KP + a] - G[j * KP + a]);
+      }
       R[t * ldr + a] += acc;
     }
     __syncthreads();
