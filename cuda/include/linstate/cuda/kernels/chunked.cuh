@@ -56,7 +56,7 @@ namespace linstate::cuda_detail {
 inline constexpr int chunk_len = 64;       //!< C: records per chunk (the kernels' tile height)
 inline constexpr int chunk_max_k = 128;    //!< K the chunked kernels hold in shared memory
 inline constexpr int chunk_threads = 512;  // 16 warps: the output kernel holds one block per multiprocessor
-inline constexpr int scan_threads = 128, scan_per_thread = 4, scan_depth = 4;
+inline constexpr int scan_threads = 128, scan_per_thread = 4, scan_depth = 8;
 
 //! Operand type of the products with the state: bf16 for fp16 inputs (range), else the input type.
 template <class Dev>
@@ -394,9 +394,22 @@ __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_pa
   // the next scan_depth chunks' loads are in flight while this one is stored (a ring of registers,
   // indexed statically through the unrolled inner loop): the hand-off waits for one memory latency per
   // scan_depth chunks instead of one per chunk
+  // With V % 4 == 0 a thread's four elements are one 16-byte load and share one key row (one decay).
   float un[scan_depth][scan_per_thread], dn[scan_depth][scan_per_thread];
+  const bool v4 = V % 4 == 0;
+  static_assert(scan_per_thread == 4);
   auto fetch = [&](index_t c, float (&u_)[scan_per_thread], float (&d_)[scan_per_thread]) {
     const float* U = p.hbuf + (c * HV + hv) * KV;
+    if (v4) {
+      const float4 x = e0 < KV ? *reinterpret_cast<const float4*>(U + e0) : make_float4(0.f, 0.f, 0.f, 0.f);
+      u_[0] = x.x, u_[1] = x.y, u_[2] = x.z, u_[3] = x.w;
+      float d = 1.f;
+      if constexpr (decay_key<D>) d = e0 < KV ? p.gbuf[(c * HV + hv) * K + e0 / V] : 1.f;
+      else if constexpr (decay_head<D>) d = p.gbuf[c * HV + hv];
+#pragma unroll
+      for (int u = 0; u < scan_per_thread; ++u) d_[u] = d;
+      return;
+    }
 #pragma unroll
     for (int u = 0; u < scan_per_thread; ++u) {
       const index_t e = e0 + u;
@@ -415,10 +428,15 @@ __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_pa
       const index_t c = cb + k;
       if (c < c1) {
         float* Hc = p.hbuf + (c * HV + hv) * KV;
+        if (v4) {
+          if (e0 < KV) *reinterpret_cast<float4*>(Hc + e0) = make_float4(st[0], st[1], st[2], st[3]);
+        } else {
+#pragma unroll
+          for (int u = 0; u < scan_per_thread; ++u)
+            if (e0 + u < KV) Hc[e0 + u] = st[u];
+        }
 #pragma unroll
         for (int u = 0; u < scan_per_thread; ++u) {
-          const index_t e = e0 + u;
-          if (e < KV) Hc[e] = st[u];
           if constexpr (decay_none<D>) st[u] += un[k][u];
           else st[u] = fmaf(dn[k][u], st[u], un[k][u]);
         }

@@ -88,8 +88,20 @@ __global__ void __launch_bounds__(scan_threads) chunk_rscan_kernel(const chunk_b
   // as the forward scan: the loads of the next scan_depth chunks (walking backwards) are in flight
   // while this one is stored, in a ring of registers indexed statically through the unrolled loop
   float wn[scan_depth][scan_per_thread], dn[scan_depth][scan_per_thread];
+  const bool v4 = V % 4 == 0;  // a thread's four elements: one 16-byte load, one key row
+  static_assert(scan_per_thread == 4);
   auto fetch = [&](index_t c, float (&w_)[scan_per_thread], float (&d_)[scan_per_thread]) {
     const float* Wc = p.dbuf + (c * HV + hv) * KV;
+    if (v4) {
+      const float4 x = e0 < KV ? *reinterpret_cast<const float4*>(Wc + e0) : make_float4(0.f, 0.f, 0.f, 0.f);
+      w_[0] = x.x, w_[1] = x.y, w_[2] = x.z, w_[3] = x.w;
+      float d = 1.f;
+      if constexpr (decay_key<D>) d = e0 < KV ? p.gbuf[(c * HV + hv) * K + e0 / V] : 1.f;
+      else if constexpr (decay_head<D>) d = p.gbuf[c * HV + hv];
+#pragma unroll
+      for (int u = 0; u < scan_per_thread; ++u) d_[u] = d;
+      return;
+    }
 #pragma unroll
     for (int u = 0; u < scan_per_thread; ++u) {
       const index_t e = e0 + u;
@@ -108,12 +120,15 @@ __global__ void __launch_bounds__(scan_threads) chunk_rscan_kernel(const chunk_b
       const index_t c = cb - k;
       if (c >= c0) {
         float* Wc = p.dbuf + (c * HV + hv) * KV;
+        if (v4) {
+          if (e0 < KV) *reinterpret_cast<float4*>(Wc + e0) = make_float4(d[0], d[1], d[2], d[3]);
+        } else {
 #pragma unroll
-        for (int u = 0; u < scan_per_thread; ++u) {
-          const index_t e = e0 + u;
-          if (e < KV) Wc[e] = d[u];
-          d[u] = (decay_none<D>) ? d[u] + wn[k][u] : fmaf(dn[k][u], d[u], wn[k][u]);
+          for (int u = 0; u < scan_per_thread; ++u)
+            if (e0 + u < KV) Wc[e0 + u] = d[u];
         }
+#pragma unroll
+        for (int u = 0; u < scan_per_thread; ++u) d[u] = (decay_none<D>) ? d[u] + wn[k][u] : fmaf(dn[k][u], d[u], wn[k][u]);
         if (c - scan_depth >= c0) fetch(c - scan_depth, wn[k], dn[k]);
       }
     }
