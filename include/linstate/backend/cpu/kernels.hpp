@@ -16,6 +16,7 @@
 #include "../../concepts.hpp"
 #include "../../dynamic.hpp"
 #include "../../detail/numeric.hpp"
+#include "../../detail/phase_timer.hpp"
 #include "../../detail/problem.hpp"
 #include "../../detail/router.hpp"
 
@@ -278,6 +279,7 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, GW = pb.gate_width();
   Eigen::Map<RowMat> Hm(tg.state, K, V);
   for (index_t c0 = 0; c0 < st.n; c0 += C) {
+    LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
     const index_t m = std::min(C, st.n - c0);
     bool any_w = false, any_r = false;
     for (index_t i = 0; i < m; ++i) {
@@ -310,6 +312,7 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
         for (index_t a = 0; a < K; ++a) grow[a] = static_cast<float>(gs[a]);
       }
     }
+    LINSTATE_PHASE(staging);
     if (!any_w && !any_r) continue;
     auto Q = sc.Q.topRows(m);
     auto Kc = sc.Kc.topRows(m);
@@ -340,12 +343,17 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
         E = G.array().exp();  // e^{Γ} ≤ 1
         auto Qg = sc.Kd.topRows(m);  // reuse Kd's storage for Q ⊙ e^{Γ}
         Qg = Q.cwiseProduct(E);
+        LINSTATE_PHASE(exps);
         O.noalias() = Qg * Hm;
+        LINSTATE_PHASE(gemm);
         if (any_w) {
           if (one_gemm) A.noalias() = Qg * Einv.transpose();
           else intra_subchunked(Q, Kc, G, A, m);
+          LINSTATE_PHASE(gemm);
           A.template triangularView<Eigen::StrictlyUpper>().setZero();
+          LINSTATE_PHASE(other);
           O.noalias() += A * Vc;
+          LINSTATE_PHASE(gemm);
         }
       }
       if (any_w) {
@@ -354,11 +362,15 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
         else
           for (index_t i = 0; i < m; ++i)
             Kd.row(i) = Kc.row(i).cwiseProduct((sc.gamma - G.row(i)).array().exp().matrix());
+        LINSTATE_PHASE(exps);
         for (index_t a = 0; a < K; ++a) Hm.row(a) *= sc.egamma(a);
+        LINSTATE_PHASE(other);
         Hm.noalias() += Kd.transpose() * Vc;
+        LINSTATE_PHASE(gemm);
       }
     }
     if (any_r) add_read_rows(st, c0, m, sc.O, tg, V);
+    LINSTATE_PHASE(store);
   }
 }
 
@@ -387,6 +399,7 @@ void run_chunked_delta(const problem& pb, const source<Scalar>& src, const strea
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
   Eigen::Map<RowMat> Sm(tg.state, K, V);
   for (index_t c0 = 0; c0 < st.n; c0 += C) {
+    LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
     const index_t m = std::min(C, st.n - c0);
     bool any_w = false, any_r = false;
     double gsum = 0.;  // G: the floored λ summed in fp64, each G_i rounded once to fp32
@@ -419,6 +432,7 @@ void run_chunked_delta(const problem& pb, const source<Scalar>& src, const strea
       }
       sc.G[static_cast<std::size_t>(i)] = static_cast<float>(gsum);  // inclusive local cumsum
     }
+    LINSTATE_PHASE(staging);
     if (!any_w && !any_r) continue;
     auto Q = sc.Q.topRows(m);
     auto Kc = sc.Kc.topRows(m);
@@ -434,6 +448,7 @@ void run_chunked_delta(const problem& pb, const source<Scalar>& src, const strea
       auto Vn = sc.Vn.topRows(m);
       // L = I + strict_lower(diag(β) K Kᵀ ⊙ Γ)
       L.noalias() = Kc * Kc.transpose();
+      LINSTATE_PHASE(gemm);
       for (index_t i = 0; i < m; ++i) {
         const float bi = sc.beta[static_cast<std::size_t>(i)];
         for (index_t j = 0; j < i; ++j) L(i, j) *= bi * std::exp(G[i] - G[j]);
@@ -444,25 +459,34 @@ void run_chunked_delta(const problem& pb, const source<Scalar>& src, const strea
         RHS.row(i).head(V) = bi * Vc.row(i);
         RHS.row(i).tail(K) = (bi * std::exp(G[i])) * Kc.row(i);
       }
+      LINSTATE_PHASE(exps);
       L.template triangularView<Eigen::UnitLower>().solveInPlace(RHS);
+      LINSTATE_PHASE(solve);
       Vn.noalias() = RHS.leftCols(V);                  // U
       Vn.noalias() -= RHS.rightCols(K) * Sm;           // V_new = U − W S
+      LINSTATE_PHASE(gemm);
       if (any_r) {
         A.noalias() = Q * Kc.transpose();
+        LINSTATE_PHASE(gemm);
         for (index_t i = 0; i < m; ++i) {
           for (index_t j = 0; j <= i; ++j) A(i, j) *= std::exp(G[i] - G[j]);
           for (index_t j = i + 1; j < m; ++j) A(i, j) = 0.f;
         }
         for (index_t i = 0; i < m; ++i) Q.row(i) *= std::exp(G[i]);
+        LINSTATE_PHASE(exps);
         O.noalias() = Q * Sm;
         O.noalias() += A * Vn;
+        LINSTATE_PHASE(gemm);
       }
       const float glast = G[m - 1];
       for (index_t i = 0; i < m; ++i) Kc.row(i) *= std::exp(glast - G[i]);
       Sm *= std::exp(glast);
+      LINSTATE_PHASE(exps);
       Sm.noalias() += Kc.transpose() * Vn;
+      LINSTATE_PHASE(gemm);
     }
     if (any_r) add_read_rows(st, c0, m, sc.O, tg, V);
+    LINSTATE_PHASE(store);
   }
 }
 

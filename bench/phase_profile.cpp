@@ -1,0 +1,137 @@
+// bench/phase_profile.cpp — where the CPU chunked forward spends its time (issue 13, item 5).
+//
+// Compiled with LINSTATE_PHASE_TIMERS=1 (bench/profile.sh does it), which turns on the lap timers of
+// <linstate/detail/phase_timer.hpp> inside run_chunked (GLA) and run_chunked_delta (GDN, WY form).
+// For each row: one untimed call, then calls until `--min-time` seconds have passed, `--samples`
+// times; per sample the wall time per call and each phase's time per call (summed over threads).
+// Prints medians over the samples, the GEMM rate (the products' FLOPs, counted as 2·m·n·k for every
+// product the kernel forms, over the GEMM phase's time) and the FMA peak of the same thread count
+// measured by <linstate/bench.hpp> (12 chains of packet multiply-adds).
+//
+//   bench/profile.sh BUILD_DIR            # builds and runs this and bench/gemm_shapes.cpp
+//   BUILD_DIR/phase_profile [--T=4096] [--threads=1,2] [--samples=5] [--min-time=0.5]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if !defined(LINSTATE_PHASE_TIMERS) || !LINSTATE_PHASE_TIMERS
+#error "bench/phase_profile.cpp needs -DLINSTATE_PHASE_TIMERS=1 (bench/profile.sh)"
+#endif
+#include <linstate/bench.hpp>
+#include <linstate/linstate.hpp>
+
+namespace {
+
+using linstate::index_t;
+namespace lb = linstate::bench;
+namespace ph = linstate::detail::phase;
+
+struct gla : linstate::spec<> {};
+struct gdn : linstate::spec<> {
+  using decay = linstate::decay::gated_delta_rule<true>;
+};
+constexpr index_t H = 8, K = 128, V = 128, C = 64;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+//! FLOPs of the products one chunk of m rows forms (2·m·n·k each; the triangular solve m²(V+K)).
+double gemm_flops_gla(index_t m) { return 2.0 * m * K * V + 2.0 * m * m * K + 2.0 * m * m * V + 2.0 * K * m * V; }
+double gemm_flops_gdn(index_t m) {
+  // L = K Kᵀ, V_new −= W S, A = Q Kᵀ, O = Q S, O += A V_new, S += Kᵀ V_new
+  return 2.0 * m * m * K + 2.0 * m * K * V + 2.0 * m * m * K + 2.0 * m * K * V + 2.0 * m * m * V + 2.0 * K * m * V;
+}
+double solve_flops(index_t m) { return 1.0 * m * m * (V + K); }
+
+template <class Spec>
+void profile(const char* name, index_t T, int threads, int samples, double min_time, double peak) {
+  lb::workload<Spec, float> w(lb::mode::prefill, lb::options{.B = 1, .T = T, .H = H, .K = K, .V = V});
+  const linstate::cpu be{.threads = threads};
+  w.prefill(be, linstate::chunked<C>{});
+  std::vector<double> wall;
+  std::vector<std::vector<double>> per(ph::count);
+  for (int s = 0; s < samples; ++s) {
+    ph::reset();
+    const auto t0 = std::chrono::steady_clock::now();
+    int n = 0;
+    double el = 0;
+    do {
+      w.prefill(be, linstate::chunked<C>{});
+      ++n;
+      el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (el < min_time);
+    wall.push_back(el / n);
+    for (int p = 0; p < ph::count; ++p) per[p].push_back(ph::seconds(static_cast<ph::id>(p)) / n);
+  }
+  const index_t chunks = (T + C - 1) / C;
+  double flops = 0, sflops = 0;
+  for (index_t c = 0; c < chunks; ++c) {
+    const index_t m = std::min(C, T - c * C);
+    flops += (linstate::detail::is_delta<typename Spec::decay> ? gemm_flops_gdn(m) : gemm_flops_gla(m)) * H;
+    sflops += solve_flops(m) * H;
+  }
+  const double tw = median(wall);
+  double tsum = 0;
+  for (int p = 0; p < ph::count; ++p) tsum += median(per[p]);
+  std::printf("\n%s chunked<%ld>, T = %ld, threads = %d: %.3f ms per call (median of %d samples), %.1f k tokens/s; "
+              "phases summed over threads: %.3f ms (%.2f x wall)\n",
+              name, static_cast<long>(C), static_cast<long>(T), threads, tw * 1e3, samples, T / tw / 1e3, tsum * 1e3, tsum / tw);
+  std::printf("| phase | ms per call (thread-summed) | share |\n|---|---|---|\n");
+  for (int p = 0; p < ph::count; ++p) {
+    const double t = median(per[p]);
+    if (t == 0) continue;
+    std::printf("| %s | %.3f | %.1f %% |\n", ph::names[p], t * 1e3, 100 * t / tsum);
+  }
+  const double tg = median(per[ph::gemm]);
+  std::printf("GEMM: %.1f MFLOP per call, %.1f GFLOP/s per thread = %.1f %% of the %.1f GFLOP/s FMA peak of one thread\n",
+              flops / 1e6, flops / tg / 1e9, 100 * flops / tg / peak, peak / 1e9);
+  if (linstate::detail::is_delta<typename Spec::decay>) {
+    const double ts = median(per[ph::solve]);
+    std::printf("triangular solve: %.1f MFLOP per call, %.1f GFLOP/s per thread\n", sflops / 1e6, sflops / ts / 1e9);
+  }
+  std::fflush(stdout);
+}
+
+std::vector<int> ints(const char* v) {
+  std::vector<int> r;
+  for (const char* p = v; *p;) {
+    r.push_back(std::atoi(p));
+    while (*p && *p != ',') ++p;
+    if (*p) ++p;
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  index_t T = 4096;
+  std::vector<int> threads = {1, 2};
+  int samples = 5;
+  double min_time = 0.5;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strncmp(argv[i], "--T=", 4)) T = std::atol(argv[i] + 4);
+    else if (!std::strncmp(argv[i], "--threads=", 10)) threads = ints(argv[i] + 10);
+    else if (!std::strncmp(argv[i], "--samples=", 10)) samples = std::atoi(argv[i] + 10);
+    else if (!std::strncmp(argv[i], "--min-time=", 11)) min_time = std::atof(argv[i] + 11);
+    else {
+      std::fprintf(stderr, "usage: phase_profile [--T=4096] [--threads=1,2] [--samples=5] [--min-time=0.5]\n");
+      return 2;
+    }
+  }
+  const lb::roofline rf = lb::cpu_roofline(1);
+  std::printf("# phase_profile: %s; FMA peak, 1 thread: %.1f GFLOP/s (%s)\n", rf.device.c_str(), rf.fma_flop_per_s / 1e9,
+              rf.method.c_str());
+  for (int t : threads) {
+    profile<gla>("GLA", T, t, samples, min_time, rf.fma_flop_per_s);
+    profile<gdn>("GDN (l2norm q, k; WY form)", T, t, samples, min_time, rf.fma_flop_per_s);
+  }
+  return 0;
+}

@@ -1,0 +1,46 @@
+// linstate/detail/phase_timer.hpp — where the CPU chunked kernels spend their time, per phase
+// (issue 13, item 5). Compiled out unless LINSTATE_PHASE_TIMERS is defined to 1: then
+// LINSTATE_PHASE_START opens a lap at the top of a chunk and LINSTATE_PHASE(p) charges the time since
+// the previous mark to phase p, summed over every thread of the process (relaxed atomics, a few adds
+// per chunk). Without the macro both expand to nothing, so the kernels are the same code as before.
+// bench/phase_profile.cpp reads the totals (docs/benchmarks.md, "Issue 13").
+#pragma once
+
+#if defined(LINSTATE_PHASE_TIMERS) && LINSTATE_PHASE_TIMERS
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace linstate::detail::phase {
+
+//! The phases: input rows staged into the chunk buffers (loads, gate cumulative sums, l2 norms);
+//! exponentials and the elementwise products that apply them; the matrix products; the triangular
+//! solve of the WY form; the output rows added into the sequence's accumulator; the rest (masks,
+//! state row scaling).
+enum id : int { staging, exps, gemm, solve, store, other, count };
+inline constexpr const char* names[count] = {"staging", "exp + scaling", "GEMM", "triangular solve", "output rows", "other"};
+
+inline std::atomic<std::int64_t> ns[count];  // zero-initialised (static storage)
+
+inline void reset() {
+  for (auto& x : ns) x.store(0, std::memory_order_relaxed);
+}
+inline double seconds(id p) { return 1e-9 * static_cast<double>(ns[p].load(std::memory_order_relaxed)); }
+
+struct lap {
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  void operator()(id p) {
+    const auto t = std::chrono::steady_clock::now();
+    ns[p].fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count(), std::memory_order_relaxed);
+    t0 = t;
+  }
+};
+
+}  // namespace linstate::detail::phase
+
+#define LINSTATE_PHASE_START ::linstate::detail::phase::lap linstate_phase_lap_
+#define LINSTATE_PHASE(p) linstate_phase_lap_(::linstate::detail::phase::p)
+#else
+#define LINSTATE_PHASE_START
+#define LINSTATE_PHASE(p)
+#endif
