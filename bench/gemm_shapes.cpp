@@ -10,8 +10,9 @@
 //   H += Kdᵀ · V         (128×64)·(64×128)
 //
 // All operands row-major fp32, resident in L1/L2 (about 200 KiB), as in the kernel. One sample =
-// calls for `--min-time` seconds; the figure is the median of `--samples` samples; the FMA peak of
-// one thread is <linstate/bench.hpp>'s.
+// calls for `--min-time` seconds of the thread's CPU time (time spent waiting for a core on a shared
+// machine is not counted); the figure is the median of `--samples` samples; the FMA peak of one
+// thread is <linstate/bench.hpp>'s chains, timed the same way (best of 7).
 //
 //   BUILD_DIR/gemm_shapes_openblas [--samples=7] [--min-time=0.1]
 #include <algorithm>
@@ -22,6 +23,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <time.h>
 
 #include <Eigen/Core>
 #include <linstate/bench.hpp>
@@ -45,16 +48,46 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double thread_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+//! Seconds of this thread's CPU time per call (a shared machine's waits for a core not counted).
 double sample(const std::function<void()>& f, double min_time) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = thread_cpu_s();
   int n = 0;
   double el = 0;
   do {
     f();
     ++n;
-    el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    el = thread_cpu_s() - t0;
   } while (el < min_time);
   return el / n;
+}
+
+//! The FMA peak of this thread: <linstate/bench.hpp>'s 12 chains, by thread CPU time, best of 7.
+double fma_peak_one_thread() {
+  volatile float sink = 0;
+  std::int64_t iters = 1 << 16;
+  for (;;) {
+    const double t0 = thread_cpu_s();
+    linstate::bench::detail::fma_chains(iters, &sink);
+    const double s = thread_cpu_s() - t0;
+    if (s > 2e-3) {
+      iters = static_cast<std::int64_t>(static_cast<double>(iters) * 20e-3 / s) + 1;
+      break;
+    }
+    iters *= 4;
+  }
+  double best = 0;
+  for (int r = 0; r < 7; ++r) {
+    const double t0 = thread_cpu_s();
+    const double flops = linstate::bench::detail::fma_chains(iters, &sink);
+    best = std::max(best, flops / (thread_cpu_s() - t0));
+  }
+  return best;
 }
 
 struct shape {
@@ -102,9 +135,9 @@ int main(int argc, char** argv) {
                 (h1 - h2).cwiseAbs().maxCoeff());
   }
 #endif
-  const linstate::bench::roofline rf = linstate::bench::cpu_roofline(1);
-  const double peak = rf.fma_flop_per_s;
-  std::printf("# gemm_shapes: %s, 1 thread; FMA peak %.1f GFLOP/s; Eigen %d.%d.%d; BLAS: %s\n", rf.device.c_str(), peak / 1e9,
+  const double peak = fma_peak_one_thread();
+  std::printf("# gemm_shapes: %s, 1 thread, thread CPU time; FMA peak %.1f GFLOP/s; Eigen %d.%d.%d; BLAS: %s\n",
+              linstate::bench::detail::cpu_model().c_str(), peak / 1e9,
               EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, LINSTATE_CBLAS_NAME);
   std::printf("| product | Eigen µs | Eigen GFLOP/s (of peak) | %s µs | %s GFLOP/s (of peak) | Eigen / %s time |\n|---|---|---|---|---|---|\n",
               LINSTATE_CBLAS_NAME, LINSTATE_CBLAS_NAME, LINSTATE_CBLAS_NAME);

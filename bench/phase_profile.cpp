@@ -3,10 +3,12 @@
 // Compiled with LINSTATE_PHASE_TIMERS=1 (bench/profile.sh does it), which turns on the lap timers of
 // <linstate/detail/phase_timer.hpp> inside run_chunked (GLA) and run_chunked_delta (GDN, WY form).
 // For each row: one untimed call, then calls until `--min-time` seconds have passed, `--samples`
-// times; per sample the wall time per call and each phase's time per call (summed over threads).
+// times; per sample the wall time and the process CPU time per call, and each phase's thread CPU time
+// per call (summed over threads). On a shared machine the CPU times are the figures to read: they do
+// not count the time the threads waited for a core.
 // Prints medians over the samples, the GEMM rate (the products' FLOPs, counted as 2·m·n·k for every
 // product the kernel forms, over the GEMM phase's time) and the FMA peak of the same thread count
-// measured by <linstate/bench.hpp> (12 chains of packet multiply-adds).
+// of one thread (<linstate/bench.hpp>'s 12 chains of packet multiply-adds, by thread CPU time).
 //
 //   bench/profile.sh BUILD_DIR            # builds and runs this and bench/gemm_shapes.cpp
 //   BUILD_DIR/phase_profile [--T=4096] [--threads=1,2] [--samples=5] [--min-time=0.5]
@@ -17,6 +19,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <time.h>
 
 #if !defined(LINSTATE_PHASE_TIMERS) || !LINSTATE_PHASE_TIMERS
 #error "bench/phase_profile.cpp needs -DLINSTATE_PHASE_TIMERS=1 (bench/profile.sh)"
@@ -35,6 +39,42 @@ struct gdn : linstate::spec<> {
   using decay = linstate::decay::gated_delta_rule<true>;
 };
 constexpr index_t H = 8, K = 128, V = 128, C = 64;
+
+double process_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double thread_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+//! One thread's FMA peak: <linstate/bench.hpp>'s 12 chains of packet multiply-adds, timed by the
+//! thread's CPU time (so a shared machine's waits do not lower it), the best of 7 runs of ~20 ms.
+double fma_peak_one_thread() {
+  volatile float sink = 0;
+  std::int64_t iters = 1 << 16;
+  for (;;) {
+    const double t0 = thread_cpu_s();
+    lb::detail::fma_chains(iters, &sink);
+    const double s = thread_cpu_s() - t0;
+    if (s > 2e-3) {
+      iters = static_cast<std::int64_t>(static_cast<double>(iters) * 20e-3 / s) + 1;
+      break;
+    }
+    iters *= 4;
+  }
+  double best = 0;
+  for (int r = 0; r < 7; ++r) {
+    const double t0 = thread_cpu_s();
+    const double flops = lb::detail::fma_chains(iters, &sink);
+    best = std::max(best, flops / (thread_cpu_s() - t0));
+  }
+  return best;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -55,10 +95,11 @@ void profile(const char* name, index_t T, int threads, int samples, double min_t
   lb::workload<Spec, float> w(lb::mode::prefill, lb::options{.B = 1, .T = T, .H = H, .K = K, .V = V});
   const linstate::cpu be{.threads = threads};
   w.prefill(be, linstate::chunked<C>{});
-  std::vector<double> wall;
+  std::vector<double> wall, cpu;
   std::vector<std::vector<double>> per(ph::count);
   for (int s = 0; s < samples; ++s) {
     ph::reset();
+    const double c0 = process_cpu_s();
     const auto t0 = std::chrono::steady_clock::now();
     int n = 0;
     double el = 0;
@@ -68,6 +109,7 @@ void profile(const char* name, index_t T, int threads, int samples, double min_t
       el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } while (el < min_time);
     wall.push_back(el / n);
+    cpu.push_back((process_cpu_s() - c0) / n);
     for (int p = 0; p < ph::count; ++p) per[p].push_back(ph::seconds(static_cast<ph::id>(p)) / n);
   }
   const index_t chunks = (T + C - 1) / C;
@@ -77,13 +119,14 @@ void profile(const char* name, index_t T, int threads, int samples, double min_t
     flops += (linstate::detail::is_delta<typename Spec::decay> ? gemm_flops_gdn(m) : gemm_flops_gla(m)) * H;
     sflops += solve_flops(m) * H;
   }
-  const double tw = median(wall);
+  const double tw = median(wall), tc = median(cpu);
   double tsum = 0;
   for (int p = 0; p < ph::count; ++p) tsum += median(per[p]);
-  std::printf("\n%s chunked<%ld>, T = %ld, threads = %d: %.3f ms per call (median of %d samples), %.1f k tokens/s; "
-              "phases summed over threads: %.3f ms (%.2f x wall)\n",
-              name, static_cast<long>(C), static_cast<long>(T), threads, tw * 1e3, samples, T / tw / 1e3, tsum * 1e3, tsum / tw);
-  std::printf("| phase | ms per call (thread-summed) | share |\n|---|---|---|\n");
+  std::printf("\n%s chunked<%ld>, T = %ld, threads = %d (medians of %d samples): wall %.3f ms per call (%.1f k tokens/s), "
+              "process CPU %.3f ms per call; phases (thread CPU time, summed over threads) %.3f ms = %.2f x process CPU\n",
+              name, static_cast<long>(C), static_cast<long>(T), threads, samples, tw * 1e3, T / tw / 1e3, tc * 1e3, tsum * 1e3,
+              tsum / tc);
+  std::printf("| phase | CPU ms per call (thread-summed) | share of the phases |\n|---|---|---|\n");
   for (int p = 0; p < ph::count; ++p) {
     const double t = median(per[p]);
     if (t == 0) continue;
@@ -126,12 +169,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const lb::roofline rf = lb::cpu_roofline(1);
-  std::printf("# phase_profile: %s; FMA peak, 1 thread: %.1f GFLOP/s (%s)\n", rf.device.c_str(), rf.fma_flop_per_s / 1e9,
-              rf.method.c_str());
+  const double peak = fma_peak_one_thread();
+  std::printf("# phase_profile: %s; FMA peak of one thread: %.1f GFLOP/s (12 chains of %d-lane packet multiply-adds, "
+              "thread CPU time, best of 7)\n",
+              lb::detail::cpu_model().c_str(), peak / 1e9, static_cast<int>(Eigen::internal::packet_traits<float>::size));
   for (int t : threads) {
-    profile<gla>("GLA", T, t, samples, min_time, rf.fma_flop_per_s);
-    profile<gdn>("GDN (l2norm q, k; WY form)", T, t, samples, min_time, rf.fma_flop_per_s);
+    profile<gla>("GLA", T, t, samples, min_time, peak);
+    profile<gdn>("GDN (l2norm q, k; WY form)", T, t, samples, min_time, peak);
   }
   return 0;
 }

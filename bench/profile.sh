@@ -44,6 +44,12 @@ fi
 echo "# $(uptime)"
 "$out/phase_profile" "$@"
 for b in "$out"/gemm_shapes_openblas "$out"/gemm_shapes_blis "$out"/gemm_shapes; do
-  [[ -x $b ]] && { echo; "$b"; }
+  [[ -x $b ]] && { echo; echo "\$ $b"; "$b"; }
 done
+# OpenBLAS 0.3.21 takes an AVX-512 Xeon it does not know (family 6 model 207) for Prescott (SSE3
+# kernels); run it again with its AVX-512 kernels forced.
+if [[ -x $out/gemm_shapes_openblas ]] && grep -q avx512f /proc/cpuinfo; then
+  echo; echo "\$ OPENBLAS_CORETYPE=SkylakeX $out/gemm_shapes_openblas"
+  OPENBLAS_CORETYPE=SkylakeX "$out/gemm_shapes_openblas"
+fi
 echo "# $(uptime)"

@@ -28,7 +28,9 @@
 // then the reverse order), `--reps` rounds; one sample = as many back-to-back calls as fill
 // `--min-time` seconds (at least one), its time per call. A side's figure for a campaign is the
 // median of its samples; the table gives the median over campaigns of those figures, and the median
-// over campaigns of the per-campaign speed ratio ggml time / linstate time (> 1: linstate faster).
+// over campaigns of the per-campaign speed ratio ggml time / linstate time (> 1: linstate faster),
+// by the wall clock and by the process CPU time (the sum of the threads' CPU time, which leaves out
+// the time they waited for a core: on a shared machine the steadier of the two).
 // Agreement: max |Δ| between the two outputs o (and final states) of one call on the same inputs, with
 // the largest |value| of ggml's output beside it (the errors are relative to that scale).
 //
@@ -50,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include <time.h>
 #include <unistd.h>
 
 #include <linstate/bench.hpp>
@@ -236,8 +239,8 @@ std::unique_ptr<ggml_graph> ggml_gdn(const W& w, index_t B, index_t T, const flo
 struct side {
   std::string name;              // "ggml" or the linstate algorithm
   std::function<void()> call;
-  std::vector<double> campaign;  // per-campaign median seconds per call
-  std::vector<double> samples;   // this campaign's samples
+  std::vector<double> campaign, campaign_cpu;  // per-campaign median seconds per call (wall, process CPU)
+  std::vector<double> samples, samples_cpu;    // this campaign's samples
 };
 
 struct row {
@@ -258,10 +261,10 @@ row prefill_row(const std::string& op, index_t T, int threads, const char* const
   row r;
   r.name = op + "/" + std::to_string(T), r.tokens = T;
   r.keep = std::make_shared<std::pair<decltype(w), decltype(g)>>(w, g);
-  r.sides.push_back({"ggml", [g] { g->compute(); }, {}, {}});
+  r.sides.push_back({"ggml", [g] { g->compute(); }, {}, {}, {}, {}});
   const linstate::cpu be{.threads = threads};
   int i = 0;
-  (r.sides.push_back({names[i++], [w, be] { w->prefill(be, Algs{}); }, {}, {}}), ...);
+  (r.sides.push_back({names[i++], [w, be] { w->prefill(be, Algs{}); }, {}, {}, {}, {}}), ...);
   // agreement: one call of each on the same inputs
   g->compute();
   const index_t no = T * H * S;
@@ -288,8 +291,8 @@ row decode_row(const std::string& op, index_t B, int threads) {
   r.name = op + "/B=" + std::to_string(B), r.tokens = B;
   r.keep = std::make_shared<std::pair<decltype(w), decltype(g)>>(w, g);
   const linstate::cpu be{.threads = threads};
-  r.sides.push_back({"ggml", [g] { g->compute(); }, {}, {}});
-  r.sides.push_back({"recurrent (forward_in_place)", [w, be] { w->decode(be, linstate::recurrent{}); }, {}, {}});
+  r.sides.push_back({"ggml", [g] { g->compute(); }, {}, {}, {}, {}});
+  r.sides.push_back({"recurrent (forward_in_place)", [w, be] { w->decode(be, linstate::recurrent{}); }, {}, {}, {}, {}});
   g->compute();
   r.sides[1].call();  // from state0, as ggml's call
   std::vector<float> gstate(g->state(), g->state() + B * H * S * S);
@@ -302,8 +305,16 @@ row decode_row(const std::string& op, index_t B, int threads) {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-double sample(const std::function<void()>& f, double min_time) {
-  const double t0 = now();
+double process_cpu() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+//! Seconds per call, wall clock and process CPU time (the latter leaves out the time the threads
+//! waited for a core on a shared machine; with passive OpenMP waits it sums the threads' work).
+std::pair<double, double> sample(const std::function<void()>& f, double min_time) {
+  const double t0 = now(), c0 = process_cpu();
   int n = 0;
   double t = t0;
   do {
@@ -311,7 +322,7 @@ double sample(const std::function<void()>& f, double min_time) {
     ++n;
     t = now();
   } while (t - t0 < min_time);
-  return (t - t0) / n;
+  return {(t - t0) / n, (process_cpu() - c0) / n};
 }
 
 double median(std::vector<double> v) {
@@ -369,39 +380,47 @@ int main(int argc, char** argv) {
   std::ofstream csv;
   if (!c.csv.empty()) {
     csv.open(c.csv);
-    csv << "campaign,row,side,round,seconds_per_call\n";
+    csv << "campaign,row,side,round,seconds_per_call,cpu_seconds_per_call\n";
   }
   for (int k = 0; k < c.campaigns; ++k) {
     for (row& r : rows) {
-      for (side& s : r.sides) s.samples.clear();
+      for (side& s : r.sides) s.samples.clear(), s.samples_cpu.clear();
       for (int rd = 0; rd < c.reps; ++rd) {
         const std::size_t n = r.sides.size();
         for (std::size_t j = 0; j < n; ++j) {
           side& s = r.sides[rd % 2 ? n - 1 - j : j];  // alternate the order from round to round
-          const double t = sample(s.call, c.min_time);
-          s.samples.push_back(t);
-          if (csv) csv << k << ',' << r.name << ",\"" << s.name << "\"," << rd << ',' << t << '\n';
+          const auto [t, tc] = sample(s.call, c.min_time);
+          s.samples.push_back(t), s.samples_cpu.push_back(tc);
+          if (csv) csv << k << ',' << r.name << ",\"" << s.name << "\"," << rd << ',' << t << ',' << tc << '\n';
         }
       }
-      for (side& s : r.sides) s.campaign.push_back(median(s.samples));
+      for (side& s : r.sides) s.campaign.push_back(median(s.samples)), s.campaign_cpu.push_back(median(s.samples_cpu));
     }
     std::fprintf(stderr, "campaign %d/%d done (load %s)\n", k + 1, c.campaigns, read_first_line("/proc/loadavg").c_str());
   }
 
-  std::printf("\n| row | side | time / call | tokens/s | ggml time / this time (campaigns: median [min, max]) | max abs Δo (max abs o) | max abs Δstate (max abs state) |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf("\n| row | side | wall / call | tokens/s (wall) | ggml / this, wall (median [min, max] of campaigns) "
+              "| CPU / call | ggml / this, CPU | max abs Δo (max abs o) | max abs Δstate (max abs state) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  auto ratios = [](const std::vector<double>& a, const std::vector<double>& b) {
+    std::vector<double> r;
+    for (std::size_t k = 0; k < a.size(); ++k) r.push_back(a[k] / b[k]);
+    return r;
+  };
   for (const row& r : rows) {
     const side& g = r.sides[0];
     const double tg = median(g.campaign);
-    std::printf("| %s | ggml | %.4g ms | %s | | | |\n", r.name.c_str(), tg * 1e3, rate(r.tokens / tg).c_str());
+    std::printf("| %s | ggml | %.4g ms | %s | | %.4g ms | | | |\n", r.name.c_str(), tg * 1e3, rate(r.tokens / tg).c_str(),
+                median(g.campaign_cpu) * 1e3);
     for (std::size_t s = 1; s < r.sides.size(); ++s) {
       const side& l = r.sides[s];
-      std::vector<double> ratio;
-      for (std::size_t k = 0; k < l.campaign.size(); ++k) ratio.push_back(g.campaign[k] / l.campaign[k]);
+      const std::vector<double> rw = ratios(g.campaign, l.campaign), rc = ratios(g.campaign_cpu, l.campaign_cpu);
       const double tl = median(l.campaign);
-      std::printf("| %s | linstate %s | %.4g ms | %s | %.3f [%.3f, %.3f] | %.2g (%.3g) | %.2g (%.3g) |\n", r.name.c_str(), l.name.c_str(),
-                  tl * 1e3, rate(r.tokens / tl).c_str(), median(ratio), *std::min_element(ratio.begin(), ratio.end()),
-                  *std::max_element(ratio.begin(), ratio.end()), r.diff_o[s - 1], r.max_o, r.diff_state[s - 1], r.max_state);
+      std::printf("| %s | linstate %s | %.4g ms | %s | %.3f [%.3f, %.3f] | %.4g ms | %.3f [%.3f, %.3f] | %.2g (%.3g) | %.2g (%.3g) |\n",
+                  r.name.c_str(), l.name.c_str(), tl * 1e3, rate(r.tokens / tl).c_str(), median(rw),
+                  *std::min_element(rw.begin(), rw.end()), *std::max_element(rw.begin(), rw.end()), median(l.campaign_cpu) * 1e3,
+                  median(rc), *std::min_element(rc.begin(), rc.end()), *std::max_element(rc.begin(), rc.end()), r.diff_o[s - 1],
+                  r.max_o, r.diff_state[s - 1], r.max_state);
     }
   }
   std::printf("\n# load average at end: %s\n", read_first_line("/proc/loadavg").c_str());

@@ -2,13 +2,17 @@
 // (issue 13, item 5). Compiled out unless LINSTATE_PHASE_TIMERS is defined to 1: then
 // LINSTATE_PHASE_START opens a lap at the top of a chunk and LINSTATE_PHASE(p) charges the time since
 // the previous mark to phase p, summed over every thread of the process (relaxed atomics, a few adds
-// per chunk). Without the macro both expand to nothing, so the kernels are the same code as before.
+// per chunk). The clock is the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), so time the thread
+// spent descheduled on a shared machine is not charged to any phase; a reading costs a system call
+// (~0.1–0.3 µs; 10–16 readings per chunk of 64 tokens). Without the macro both expand to nothing, so
+// the kernels are the same code as before.
 // bench/phase_profile.cpp reads the totals (docs/benchmarks.md, "Issue 13").
 #pragma once
 
 #if defined(LINSTATE_PHASE_TIMERS) && LINSTATE_PHASE_TIMERS
+#include <time.h>
+
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 
 namespace linstate::detail::phase {
@@ -27,11 +31,18 @@ inline void reset() {
 }
 inline double seconds(id p) { return 1e-9 * static_cast<double>(ns[p].load(std::memory_order_relaxed)); }
 
+//! This thread's CPU time in ns.
+inline std::int64_t thread_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 struct lap {
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::int64_t t0 = thread_ns();
   void operator()(id p) {
-    const auto t = std::chrono::steady_clock::now();
-    ns[p].fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count(), std::memory_order_relaxed);
+    const std::int64_t t = thread_ns();
+    ns[p].fetch_add(t - t0, std::memory_order_relaxed);
     t0 = t;
   }
 };
