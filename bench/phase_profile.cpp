@@ -11,7 +11,7 @@
 // of one thread (<linstate/bench.hpp>'s 12 chains of packet multiply-adds, by thread CPU time).
 //
 //   bench/profile.sh BUILD_DIR            # builds and runs this and bench/gemm_shapes.cpp
-//   BUILD_DIR/phase_profile [--T=4096] [--threads=1,2] [--samples=5] [--min-time=0.5]
+//   BUILD_DIR/phase_profile [--T=4096] [--H=8] [--threads=1,2] [--samples=5] [--min-time=0.5]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,7 +38,8 @@ struct gla : linstate::spec<> {};
 struct gdn : linstate::spec<> {
   using decay = linstate::decay::gated_delta_rule<true>;
 };
-constexpr index_t H = 8, K = 128, V = 128, C = 64;
+constexpr index_t K = 128, V = 128, C = 64;
+index_t H = 8;  // --H: heads (the rows of one head lie H·K floats apart)
 
 double process_cpu_s() {
   timespec ts;
@@ -122,9 +123,9 @@ void profile(const char* name, index_t T, int threads, int samples, double min_t
   const double tw = median(wall), tc = median(cpu);
   double tsum = 0;
   for (int p = 0; p < ph::count; ++p) tsum += median(per[p]);
-  std::printf("\n%s chunked<%ld>, T = %ld, threads = %d (medians of %d samples): wall %.3f ms per call (%.1f k tokens/s), "
+  std::printf("\n%s chunked<%ld>, T = %ld, H = %ld, threads = %d (medians of %d samples): wall %.3f ms per call (%.1f k tokens/s), "
               "process CPU %.3f ms per call; phases (thread CPU time, summed over threads) %.3f ms = %.2f x process CPU\n",
-              name, static_cast<long>(C), static_cast<long>(T), threads, samples, tw * 1e3, T / tw / 1e3, tc * 1e3, tsum * 1e3,
+              name, static_cast<long>(C), static_cast<long>(T), static_cast<long>(H), threads, samples, tw * 1e3, T / tw / 1e3, tc * 1e3, tsum * 1e3,
               tsum / tc);
   std::printf("| phase | CPU ms per call (thread-summed) | share of the phases |\n|---|---|---|\n");
   for (int p = 0; p < ph::count; ++p) {
@@ -161,11 +162,12 @@ int main(int argc, char** argv) {
   double min_time = 0.5;
   for (int i = 1; i < argc; ++i) {
     if (!std::strncmp(argv[i], "--T=", 4)) T = std::atol(argv[i] + 4);
+    else if (!std::strncmp(argv[i], "--H=", 4)) H = std::atol(argv[i] + 4);
     else if (!std::strncmp(argv[i], "--threads=", 10)) threads = ints(argv[i] + 10);
     else if (!std::strncmp(argv[i], "--samples=", 10)) samples = std::atoi(argv[i] + 10);
     else if (!std::strncmp(argv[i], "--min-time=", 11)) min_time = std::atof(argv[i] + 11);
     else {
-      std::fprintf(stderr, "usage: phase_profile [--T=4096] [--threads=1,2] [--samples=5] [--min-time=0.5]\n");
+      std::fprintf(stderr, "usage: phase_profile [--T=4096] [--H=8] [--threads=1,2] [--samples=5] [--min-time=0.5]\n");
       return 2;
     }
   }
