@@ -188,6 +188,8 @@ void usage() {
       "  --heads H         heads of the token mixer, K = V = D/H (default 2)\n"
       "  --batch B         examples per step (default 64)\n"
       "  --lr LR           peak learning rate (default 3e-3; warm-up 10%%, cosine to 10%%)\n"
+      "  --short-conv W    width of the token mixers' causal short convolution on q, k, v (default 4; 0: none)\n"
+      "  --conv-init-std S its init N(0, S^2) (fla's models: 0.02); default: PyTorch's Conv1d U(+-1/sqrt(W))\n"
       "  --threads N       OpenMP / Eigen threads (default 2)\n"
       "  --eval N          held-out examples (default 512)\n"
       "  --eval-every N    steps between evaluations (default steps/10)\n"
@@ -234,6 +236,8 @@ int main(int argc, char** argv) {
     else if (a == "--heads") c.heads = to_int(a, v, 1);
     else if (a == "--batch") c.batch = to_int(a, v, 1);
     else if (a == "--lr") c.lr = to_real(a, v);
+    else if (a == "--short-conv") c.short_conv = to_int(a, v, 0);
+    else if (a == "--conv-init-std") c.conv_init_std = to_real(a, v);
     else if (a == "--threads") c.threads = static_cast<int>(to_int(a, v, 1));
     else if (a == "--eval") c.eval_examples = to_int(a, v, 1);
     else if (a == "--eval-every") eval_every = to_int(a, v, 1);
@@ -311,18 +315,23 @@ int main(int argc, char** argv) {
      << "vocab " << c.task.vocab_size << ", seq_len " << c.task.seq_len << ", " << c.task.num_kv_pairs << " key-value pairs ("
      << c.task.queries() << " queries), d_model " << c.d_model << ", " << c.layers << " layers, " << c.heads << " heads, batch "
      << c.batch << ", " << c.steps << " steps, peak lr " << c.lr << " (warm-up 10 %, cosine to 10 %), AdamW wd " << c.weight_decay
-     << ", clip " << c.clip << ", " << c.threads << " threads; held-out set: " << c.eval_examples
+     << ", clip " << c.clip << ", short convolution " << (c.short_conv ? "width " + std::to_string(c.short_conv) : std::string("off"))
+     << ", " << c.threads << " threads; held-out set: " << c.eval_examples
      << " examples of another generator seed. Chance (uniform over the values): " << fmt("%.4f", chance) << ".\n\n"
-     << "| variant | parameters | held-out accuracy, mean ± sd (min–max) | per seed | held-out loss | training tokens/s | s per run |\n"
-     << "|---|---:|---|---|---:|---:|---:|\n";
+     << "| variant | parameters | held-out accuracy, mean ± sd (min–max) | per seed | held-out loss | training tokens/s | s per run "
+        "| ms per step: model (token mixers / of which state kernel) | peak RSS MiB |\n"
+     << "|---|---:|---|---|---:|---:|---:|---|---:|\n";
   csv << "variant,seed,step,heldout_accuracy,heldout_loss\n";
   for (std::size_t vi = 0; vi < by_variant.size(); ++vi) {
     const auto& [label, runs] = by_variant[vi];
-    std::vector<double> acc, loss, tps, secs;
+    std::vector<double> acc, loss, tps, secs, ms_model, ms_mixer, ms_kernel;
+    long rss = 0;
     std::string per;
     for (std::size_t k = 0; k < runs.size(); ++k) {
       acc.push_back(runs[k].final_accuracy), loss.push_back(runs[k].final_loss), tps.push_back(runs[k].train_tokens_per_s),
           secs.push_back(runs[k].total_seconds);
+      ms_model.push_back(runs[k].step_ms_model), ms_mixer.push_back(runs[k].step_ms_mixer),
+          ms_kernel.push_back(runs[k].step_ms_kernel), rss = std::max(rss, runs[k].peak_rss_kib);
       per += (k ? ", " : "") + fmt("%.3f", runs[k].final_accuracy);
       for (const auto& p : runs[k].curve)
         csv << chosen[vi]->name << "," << seeds[k] << "," << p.step << "," << fmt("%.6f", p.accuracy) << "," << fmt("%.6f", p.loss) << "\n";
@@ -330,10 +339,13 @@ int main(int argc, char** argv) {
     const stats a = stats_of(acc);
     md << "| " << label << " | " << runs.front().parameters << " | " << fmt("%.3f", a.mean) << " ± " << fmt("%.3f", a.sd) << " ("
        << fmt("%.3f", a.lo) << "–" << fmt("%.3f", a.hi) << ") | " << per << " | " << fmt("%.3f", stats_of(loss).mean) << " | "
-       << fmt("%.0f", stats_of(tps).mean) << " | " << fmt("%.0f", stats_of(secs).mean) << " |\n";
+       << fmt("%.0f", stats_of(tps).mean) << " | " << fmt("%.0f", stats_of(secs).mean) << " | " << fmt("%.1f", stats_of(ms_model).mean)
+       << " (" << fmt("%.1f", stats_of(ms_mixer).mean) << " / " << fmt("%.1f", stats_of(ms_kernel).mean) << ") | " << rss / 1024
+       << " |\n";
   }
-  md << "\nPeak resident memory of the process (VmHWM after the last run): " << by_variant.back().second.back().peak_rss_kib / 1024
-     << " MiB.\n\nPlot: accuracy.svg (held-out accuracy against steps; solid: mean over seeds, faint: each seed). Curves: curves.csv.\n";
+  md << "\nms per step: model::loss + backward (not clipping or AdamW), means over the steps after the first; the token "
+        "mixers' forward and backward are part of it, the state kernel part of those. Peak RSS: the process's VmHWM, reset "
+        "at the start of each run (the largest over a variant's seeds).\n\nPlot: accuracy.svg (held-out accuracy against steps; solid: mean over seeds, faint: each seed). Curves: curves.csv.\n";
   if (!diag_md.empty()) md << "\n## State diagnostics of the first block (8 held-out examples)\n\n" << diag_md;
   write_atomic(out, "results.md", md.str());
   write_atomic(out, "curves.csv", csv.str());

@@ -27,6 +27,8 @@ struct run_config {
   std::int64_t steps = 1000, eval_examples = 512, eval_every = 100, log_every = 50;
   double lr = 3e-3, weight_decay = 0.1, clip = 1.0, warmup_fraction = 0.1, lr_floor_fraction = 0.1;
   int threads = 2;
+  linstate::index_t short_conv = 4;  //!< width of every token mixer's short convolution (0: none)
+  double conv_init_std = -1;         //!< mixer_config::conv_init_std (< 0: PyTorch's Conv1d default)
   bool diagnostics = true;
 };
 
@@ -44,9 +46,19 @@ struct run_result {
   double train_tokens_per_s = 0;   //!< training steps only (forward, backward, clip, AdamW)
   double train_seconds = 0, total_seconds = 0;
   double step_ms_model = 0;        //!< mean ms per step in model::loss + backward
+  double step_ms_mixer = 0;        //!< of which in the token mixers (forward + backward)
+  double step_ms_kernel = 0;       //!< of which in the state kernel (linstate::forward / backward)
   std::string diagnostics;         //!< diagnostics::summarize of the first block (Markdown)
-  long peak_rss_kib = 0;           //!< VmHWM of the process after this run (the maximum so far)
+  long peak_rss_kib = 0;           //!< VmHWM of the process during this run (reset at its start where Linux allows)
 };
+
+//! Resets the process's peak RSS (VmHWM) to its current RSS: "5" into /proc/self/clear_refs (Linux >= 4.0).
+inline void reset_peak_rss() {
+  if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+}
 
 inline long peak_rss_kib() {
   FILE* f = std::fopen("/proc/self/status", "r");
@@ -66,6 +78,7 @@ linstate::layers::mixer_config mixer_for(const run_config& c) {
   linstate::layers::mixer_config m{};
   m.num_heads = c.heads, m.head_k = c.d_model / c.heads, m.head_v = c.d_model / c.heads;
   if constexpr (V::decay::uses_beta) m.k_map = linstate::layers::feature_map::silu;
+  m.short_conv = c.short_conv, m.conv_init_std = c.conv_init_std;
   return m;
 }
 
@@ -73,6 +86,7 @@ template <class V>
 run_result train_variant(const std::string& name, const run_config& c) {
   namespace ly = linstate::layers;
   using clock = std::chrono::steady_clock;
+  reset_peak_rss();
   const auto t_start = clock::now();
   ly::model_config mc{.vocab = c.task.vocab_size, .d_model = c.d_model, .num_layers = c.layers, .seed = c.seed};
   mc.mixer = mixer_for<V>(c);
@@ -113,13 +127,14 @@ run_result train_variant(const std::string& name, const run_config& c) {
     return p;
   };
 
-  double train_s = 0, model_s = 0;
+  double train_s = 0, model_s = 0, model_s_after_first = 0, mixer_s = 0, kernel_s = 0;
   std::int64_t window_tokens = 0;
   double window_s = 0, window_loss = 0, window_acc = 0;
   int window_n = 0;
   evaluate(0);
   for (std::int64_t s = 0; s < c.steps; ++s) {
     const mqar::batch b = train_gen.make_batch(static_cast<std::uint64_t>(s * B), B);
+    const double mixer0 = m.mixer_seconds(), kernel0 = m.kernel_seconds();
     const auto t0 = clock::now();
     ly::zero_grad(ps);
     const auto l = m.loss(b.inputs, b.targets, B, T);
@@ -130,6 +145,10 @@ run_result train_variant(const std::string& name, const run_config& c) {
     const auto t2 = clock::now();
     const double dt = std::chrono::duration<double>(t2 - t0).count();
     train_s += dt, model_s += std::chrono::duration<double>(t1 - t0).count();
+    if (s > 0) {  // the first step allocates the buffers: not in the split
+      model_s_after_first += std::chrono::duration<double>(t1 - t0).count();
+      mixer_s += m.mixer_seconds() - mixer0, kernel_s += m.kernel_seconds() - kernel0;
+    }
     window_s += dt, window_tokens += B * T;
     window_loss += l.total, window_acc += mqar::accuracy_from_logits(b, m.logits(), c.task.vocab_size).value(), ++window_n;
     if ((s + 1) % c.log_every == 0 || s + 1 == c.steps) {
@@ -146,6 +165,11 @@ run_result train_variant(const std::string& name, const run_config& c) {
   r.train_seconds = train_s;
   r.train_tokens_per_s = train_s > 0 ? static_cast<double>(c.steps * B * T) / train_s : 0;
   r.step_ms_model = c.steps ? 1e3 * model_s / static_cast<double>(c.steps) : 0;
+  if (c.steps > 1) {  // the split over the steps after the first (model_s_after_first covers the same steps)
+    const double n = static_cast<double>(c.steps - 1), scale = model_s_after_first > 0 ? 1e3 / n : 0;
+    r.step_ms_mixer = scale * mixer_s, r.step_ms_kernel = scale * kernel_s;
+    r.step_ms_model = 1e3 * model_s_after_first / n;
+  }
 
   if (c.diagnostics) {
     // the first block's token mixer on 8 held-out examples: its kernel inputs and final states

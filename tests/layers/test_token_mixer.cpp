@@ -55,6 +55,9 @@ ly::mixer_config test_config() {
   // the output-gate forms: low rank (SSEGLA's g_proj) with the delta rule, none for SSE-n8k2, full rank otherwise
   if constexpr (V::decay::uses_beta) c.output_gate_rank = 2;
   if constexpr (V::partition::num_routed == 8) c.output_gate = false;
+  // the short convolution (width 3 > 1 token of T = 6's warm-up) on the routed, shared and delta-rule forms;
+  // GLA and GDN keep the plain projections
+  if constexpr (V::partition::num_routed > 1) c.short_conv = 3;
   return c;
 }
 
@@ -170,6 +173,56 @@ TEST_CASE("token_mixer: bad input names the tensor and its shape") {
   bad.num_heads = 0;
   using gla32 = mixer<gla, checked_real>;
   CHECK_THROWS_WITH_AS(gla32{bad}, "linstate::layers::token_mixer: mixer_config.num_heads = 0: must be >= 1",
+                       linstate::error);
+}
+
+TEST_CASE("token_mixer: the short convolution is causal, stays within each sequence, and width 1 of weight 1 is none") {
+  ly::mixer_config c = test_config<sse_n4k1s>();
+  c.short_conv = 0;
+  mixer<sse_n4k1s, checked_real> plain(c);
+  c.short_conv = 1;
+  mixer<sse_n4k1s, checked_real> unit(c);
+  std::vector<ly::parameter_ref<checked_real>> pp, pu;
+  plain.collect(pp), unit.collect(pu);
+  CHECK(pu.size() == pp.size() + 3);
+  for (auto& p : pu)
+    if (p.name.rfind("conv_", 0) == 0) {
+      CHECK(p.value.shape == linstate::shape_t{p.name == "conv_v" ? 2 * 3 : 2 * 4, 1});
+      for (index_t j = 0; j < p.value.numel(); ++j) p.value.data[j] = 1;
+    }
+  const index_t B = 2, T = 5;
+  tensor<checked_real> x({B, T, c.d_model}), y0({B, T, c.d_model}), y1({B, T, c.d_model}), y2({B, T, c.d_model});
+  std::mt19937 gen(5);
+  std::normal_distribution<double> nd;
+  for (index_t i = 0; i < x.numel(); ++i) x[i] = static_cast<checked_real>(nd(gen));
+  plain.forward(x.view(), y0.view());
+  unit.forward(x.view(), y1.view());
+  bool same = true;
+  for (index_t i = 0; i < y0.numel(); ++i) same = same && y0[i] == y1[i];
+  CHECK(same);  // W = 1, w = 1: every partition reads the same q, k, v as without the convolution
+
+  c.short_conv = 4;
+  c.balance_coefficient = 0;
+  mixer<sse_n4k1s, checked_real> conv(c);
+  conv.forward(x.view(), y1.view());
+  const index_t t0 = 2;
+  for (index_t d = 0; d < c.d_model; ++d) x[(0 * T + t0) * c.d_model + d] += 1;  // sequence 0, token 2
+  conv.forward(x.view(), y2.view());
+  bool before_same = true, after_moves = false, other_same = true;
+  for (index_t t = 0; t < T; ++t)
+    for (index_t d = 0; d < c.d_model; ++d) {
+      const index_t i0 = (0 * T + t) * c.d_model + d, i1 = (1 * T + t) * c.d_model + d;
+      if (t < t0) before_same = before_same && y1[i0] == y2[i0];
+      else after_moves = after_moves || y1[i0] != y2[i0];
+      other_same = other_same && y1[i1] == y2[i1];
+    }
+  CHECK(before_same);  // nothing before the changed token moves (and the state starts at zero per sequence)
+  CHECK(after_moves);
+  CHECK(other_same);   // the convolution does not reach across sequences
+  ly::mixer_config bad = c;
+  bad.short_conv = -1;
+  using sse_t = mixer<sse_n4k1s, checked_real>;
+  CHECK_THROWS_WITH_AS(sse_t{bad}, "linstate::layers::token_mixer: mixer_config.short_conv must be >= 0 (0: no convolution)",
                        linstate::error);
 }
 

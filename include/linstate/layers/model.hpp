@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <chrono>
 #include <memory>
 #include <span>
 #include <string>
@@ -211,7 +212,9 @@ class model {
     for (auto& bp : blocks_) {
       block& b = *bp;
       b.norm1.forward({h_.data(), xs}, {a_.data(), xs});
+      const auto t0 = timer::now();
       const double ax = static_cast<double>(b.mixer.forward({a_.data(), xs}, {m_.data(), xs}));
+      mixer_s_ += seconds(t0);
       aux += b.mixer.config().balance_coefficient * ax;
       add_into(h_, m_);
       b.norm2.forward({h_.data(), xs}, {a_.data(), xs});
@@ -227,6 +230,20 @@ class model {
     aux_ = aux;
     forwarded_ = true;
     return aux;
+  }
+
+  //! Seconds spent in the blocks' token mixers (forward and backward) since construction or the last
+  //! reset_timing(); kernel_seconds() is the part of it inside the state kernel (linstate::forward /
+  //! backward). Read around training steps for the split between the token mixer and the rest.
+  double mixer_seconds() const { return mixer_s_; }
+  double kernel_seconds() const {
+    double s = 0;
+    for (const auto& b : blocks_) s += b->mixer.kernel_seconds();
+    return s;
+  }
+  void reset_timing() {
+    mixer_s_ = 0;
+    for (auto& b : blocks_) b->mixer.reset_timing();
   }
 
   //! The logits of the last forward, `[B,T,vocab]`.
@@ -274,7 +291,9 @@ class model {
       b.mlp.backward({dh_.data(), xs}, {da_.data(), xs});
       b.norm2.backward({da_.data(), xs}, {dm_.data(), xs});
       add_into(dh_, dm_);
+      const auto t0 = timer::now();
       b.mixer.backward({dh_.data(), xs}, {da_.data(), xs});
+      mixer_s_ += seconds(t0);
       b.norm1.backward({da_.data(), xs}, {dm_.data(), xs});
       add_into(dh_, dm_);
     }
@@ -282,6 +301,8 @@ class model {
   }
 
  private:
+  using timer = std::chrono::steady_clock;
+  static double seconds(timer::time_point t0) { return std::chrono::duration<double>(timer::now() - t0).count(); }
   static void add_into(std::vector<Real>& a, const std::vector<Real>& b) {
     for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[i];
   }
@@ -293,7 +314,7 @@ class model {
   std::unique_ptr<rms_norm<Real>> norm_f_;
   std::unique_ptr<linear<Real>> head_;
   std::vector<Real> h_, a_, m_, hf_, logits_, dlogits_, dh_, da_, dm_;
-  double aux_ = 0;
+  double aux_ = 0, mixer_s_ = 0;
   bool forwarded_ = false, have_dlogits_ = false;
 };
 

@@ -249,6 +249,53 @@ void rms_norm_backward(const Real* o, const Real* w, const Real* z, const Real* 
   }
 }
 
+//! \brief Causal depthwise convolution along time of width W, per sequence (fla's ShortConvolution
+//! without its activation; PyTorch's `conv1d(x, w, padding = W−1, groups = C)[..., :T]`):
+//! \verbatim
+//!   y[b,t,c] = Σ_{j<W} w[c,j] · x[b, t−(W−1)+j, c]     (x before t = 0 is zero; w[c,W−1] weighs the token itself)
+//! \endverbatim
+//! x, y `[B,T,C]` (y must not alias x), w `[C,W]`.
+template <class Real>
+void causal_conv_forward(const Real* x, const Real* w, Real* y, index_t B, index_t T, index_t C, index_t W) {
+  blocks(B * T, gemm_threads(B * T * C * W), [&](index_t first, index_t last) {
+    for (index_t bt = first; bt < last; ++bt) {
+      const index_t t = bt % T;
+      Real* yr = y + bt * C;
+      std::fill(yr, yr + C, Real(0));
+      for (index_t j = std::max<index_t>(0, W - 1 - t); j < W; ++j) {
+        const Real* xr = x + (bt - (W - 1) + j) * C;
+        for (index_t c = 0; c < C; ++c) yr[c] += w[c * W + j] * xr[c];
+      }
+    }
+  });
+}
+
+//! \brief Backward of causal_conv_forward: dx (overwritten) and dw (+=) from dy, all `[B,T,C]` / `[C,W]`:
+//! dx[b,s,c] = Σ_j w[c,j] dy[b, s+(W−1)−j, c] (terms past T drop), dw[c,j] += Σ_{b,t} dy[b,t,c] x[b,t−(W−1)+j,c].
+template <class Real>
+void causal_conv_backward(const Real* x, const Real* w, const Real* dy, Real* dx, Real* dw, index_t B, index_t T, index_t C,
+                          index_t W) {
+  for (index_t bt = 0; bt < B * T; ++bt) {
+    const index_t s = bt % T;
+    Real* dr = dx + bt * C;
+    std::fill(dr, dr + C, Real(0));
+    for (index_t j = 0; j < W; ++j) {
+      const index_t t = s + (W - 1) - j;  // the output that saw x[s] through w[·,j]
+      if (t >= T) continue;
+      const Real* dyr = dy + (bt + (W - 1) - j) * C;
+      for (index_t c = 0; c < C; ++c) dr[c] += w[c * W + j] * dyr[c];
+    }
+  }
+  for (index_t bt = 0; bt < B * T; ++bt) {
+    const index_t t = bt % T;
+    const Real* dyr = dy + bt * C;
+    for (index_t j = std::max<index_t>(0, W - 1 - t); j < W; ++j) {
+      const Real* xr = x + (bt - (W - 1) + j) * C;
+      for (index_t c = 0; c < C; ++c) dw[c * W + j] += dyr[c] * xr[c];
+    }
+  }
+}
+
 //! Throws linstate::error "api: name has shape [..] but must be want (what)" unless t.shape == want.
 //! (`api` is a const char*: nothing is allocated unless it throws.)
 template <class T>

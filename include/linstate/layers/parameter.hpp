@@ -129,6 +129,12 @@ class parameter_list {
     init_rng g(seed, p.name);
     for (Real& x : p.value.values()) x = static_cast<Real>(std * g.normal());
   }
+  //! value ~ U(−bound, bound), from (seed, name)
+  void init_uniform(int i, double bound, std::uint64_t seed) {
+    auto& p = items_[static_cast<std::size_t>(i)];
+    init_rng g(seed, p.name);
+    for (Real& x : p.value.values()) x = static_cast<Real>(bound * (2 * g.uniform() - 1));
+  }
   void fill(int i, Real v) {
     for (Real& x : items_[static_cast<std::size_t>(i)].value.values()) x = v;
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -127,6 +128,10 @@ struct mixer_config {
   double norm_eps = 1e-5;         //!< ε of the per-head RMSNorm
   double balance_coefficient = 0.01;  //!< c in loss += c·aux (SPEC §4.9; SSE models use 0.01)
   double init_std = 0.02;         //!< σ of every projection weight (fla's initializer_range)
+  index_t short_conv = 0;         //!< W > 0: causal depthwise convolution of width W on x W_q, x W_k, x W_v (fla's
+                                  //!< use_short_conv, conv_size 4); 0: none (the SSE authors' default, SPEC §4.1)
+  double conv_init_std = -1;      //!< the convolutions' init: N(0, σ²) for σ ≥ 0 (fla's models: σ = init_std);
+                                  //!< < 0: PyTorch's Conv1d default U(±1/√W)
   std::uint64_t seed = 0;         //!< the initialisation's seed (with each parameter's name)
   options kernel{};               //!< passed to linstate::forward / backward (scale, dynamic N, kw, kr)
   cpu backend{};                  //!< the CPU backend of the fp32 kernel calls (its thread count)
@@ -137,6 +142,8 @@ struct mixer_config {
 //! For x `[B,T,D]` (M = B·T tokens; every weight is stored `[in, out]`, so a projection is `x W`):
 //! \verbatim
 //!   q₁ = x W_q, k₁ = x W_k  [M,H·K]      v = φ_v(x W_v)  [M,H·V]                       (SPEC §4.3 step 2)
+//!   with short_conv = W > 0:  q₁ = conv_q(x W_q), k₁ = conv_k(x W_k), v = φ_v(conv_v(x W_v)), each a causal
+//!                             depthwise convolution along t within each sequence (ops::causal_conv_forward)
 //!   with a shared partition:  q₂ = q₁ + (x A_q) B_q,  k₂ = k₁ + (x A_k) B_k  (rank r, no nonlinearity between)
 //!   feature maps per head:    q̃ = φ_q(q), k̃ = φ_k(k)   (softmax over K: the paper's k_t = softmax(x_t W_k))
 //!   decay, by the policy's gate extent (each partition group — shared / the rest — has its own):
@@ -157,7 +164,12 @@ struct mixer_config {
 //! [D,r], B_q, B_k [r,H·K] (shared only); W_g1 [D,16], W_g2 [16,H·K], b_g [H·K] (key gate) or W_a [D,H],
 //! A_log [H], dt_bias [H] (head gate), each again with the suffix `_shared` for the shared partition;
 //! W_b [D,H] (β; also W_b_shared); W_r [D,N]; W_og [D,H·V] (or W_og1 [D,r_og], W_og2 [r_og,H·V] with
-//! output_gate_rank = r_og); norm_w [V]; W_o [H·V,D].
+//! output_gate_rank = r_og); norm_w [V]; W_o [H·V,D]; with short_conv = W: conv_q, conv_k [H·K,W], conv_v [H·V,W].
+//!
+//! The short convolution follows fla's GLA / GDN layers (q, k and v convolved, no activation of its own:
+//! the feature maps follow). It differs from the SSE authors' optional convolution (SPEC §4.3 step 3),
+//! which convolves only the shared partition's q₁, k₁ after q₂, k₂ are formed: here the adapters add to
+//! the convolved q₁, k₁, so every partition reads convolved keys.
 //! Initialisation (as fla's models): weights N(0, init_std²), biases 0, norm_w 1; A_log = log U(0,16),
 //! dt_bias = softplus⁻¹(dt), dt log-uniform in [1e-3, 0.1] (clamped ≥ 1e-4).
 //!
@@ -210,6 +222,7 @@ class token_mixer {
     if (!(c.gate_normalizer > 0)) throw error(std::string(api) + ": mixer_config.gate_normalizer must be > 0");
     if (!(c.norm_eps > 0)) throw error(std::string(api) + ": mixer_config.norm_eps must be > 0");
     if (c.adapter_rank < 0) throw error(std::string(api) + ": mixer_config.adapter_rank must be >= 0 (0: head_v)");
+    if (c.short_conv < 0) throw error(std::string(api) + ": mixer_config.short_conv must be >= 0 (0: no convolution)");
     if (c.output_gate_rank < 0) throw error(std::string(api) + ": mixer_config.output_gate_rank must be >= 0 (0: full rank)");
     if constexpr (partition::num_routed == dynamic) {
       if (c.kernel.num_partitions == dynamic || c.kernel.num_partitions < 1)
@@ -219,6 +232,7 @@ class token_mixer {
     D_ = c.d_model, H_ = c.num_heads, K_ = c.head_k, V_ = c.head_v;
     r_ = c.adapter_rank ? c.adapter_rank : V_;
     GW_ = gate_width(gate, K_, V_);
+    conv_w_ = c.short_conv;
     build();
   }
 
@@ -241,7 +255,10 @@ class token_mixer {
     // q, k (and the shared partition's adapters), v
     for (branch* b : {&q_, &k_}) {
       const index_t rows = M * H_;
-      ops::matmul(X, p_.value(b->W), sz(b->p1, M * HK), M, D_, HK);
+      if (conv_w_) {
+        ops::matmul(X, p_.value(b->W), sz(b->raw, M * HK), M, D_, HK);
+        ops::causal_conv_forward(b->raw.data(), p_.value(b->C), sz(b->p1, M * HK), B_, T_, HK, conv_w_);
+      } else ops::matmul(X, p_.value(b->W), sz(b->p1, M * HK), M, D_, HK);
       ops::feature_forward(b->phi, b->p1.data(), sz(b->f1, M * HK), rows, K_);
       if constexpr (has_shared) {
         ops::matmul(X, p_.value(b->A), sz(b->a, M * r_), M, D_, r_);
@@ -250,7 +267,10 @@ class token_mixer {
         ops::feature_forward(b->phi, b->p2.data(), sz(b->f2, M * HK), rows, K_);
       }
     }
-    ops::matmul(X, p_.value(Wv_), sz(vp_, M * HV), M, D_, HV);
+    if (conv_w_) {
+      ops::matmul(X, p_.value(Wv_), sz(vraw_, M * HV), M, D_, HV);
+      ops::causal_conv_forward(vraw_.data(), p_.value(Cv_), sz(vp_, M * HV), B_, T_, HV, conv_w_);
+    } else ops::matmul(X, p_.value(Wv_), sz(vp_, M * HV), M, D_, HV);
     ops::feature_forward(cfg_.v_map, vp_.data(), sz(vf_, M * HV), M * H_, V_);
     gate_forward(main_);
     if constexpr (has_shared) gate_forward(shared_);
@@ -271,7 +291,9 @@ class token_mixer {
     if constexpr (routes) kin_.router_logits = as_kernel(logits_, logits32_, {B_, T_, N_});
     sz(o_, M * HV);
     if constexpr (std::is_same_v<Real, float>) {
+      const auto t0 = std::chrono::steady_clock::now();
       linstate::forward<V>(cfg_.backend, kin_, outputs<float>{{o_.data(), vs}, {}}, Algorithm{}, Strategy{}, cfg_.kernel);
+      kernel_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } else {
       layers_detail::inputs64 in;
       in.q = (has_shared ? q_.f2 : q_.f1).data(), in.k = (has_shared ? k_.f2 : k_.f1).data(), in.v = vf_.data();
@@ -347,6 +369,10 @@ class token_mixer {
     }
     // v
     ops::feature_backward(cfg_.v_map, vp_.data(), vf_.data(), dvf_.data(), sz(dvp_, M * HV), M * H_, V_, false);
+    if (conv_w_) {  // dvp_ := d(x W_v) through the convolution
+      ops::causal_conv_backward(vraw_.data(), p_.value(Cv_), dvp_.data(), sz(dvraw_, M * HV), p_.grad(Cv_), B_, T_, HV, conv_w_);
+      std::swap(dvp_, dvraw_);
+    }
     ops::matmul_tn_acc(X, dvp_.data(), p_.grad(Wv_), M, D_, HV);
     ops::matmul_nt(dvp_.data(), p_.value(Wv_), DX, M, D_, HV, true);
     // q, k
@@ -366,6 +392,11 @@ class token_mixer {
       } else {
         ops::feature_backward(b->phi, b->p1.data(), b->f1.data(), b->d1.data(), b->dp1.data(), rows, K_, false);
       }
+      if (conv_w_) {  // dp1 := d(x W) through the convolution
+        ops::causal_conv_backward(b->raw.data(), p_.value(b->C), b->dp1.data(), sz(b->draw, M * HK), p_.grad(b->C), B_, T_, HK,
+                                  conv_w_);
+        std::swap(b->dp1, b->draw);
+      }
       ops::matmul_tn_acc(X, b->dp1.data(), p_.grad(b->W), M, D_, HK);
       ops::matmul_nt(b->dp1.data(), p_.value(b->W), DX, M, D_, HK, true);
     }
@@ -377,14 +408,18 @@ class token_mixer {
   const inputs<float>& kernel_inputs() const { return kin_; }
   //! The kernel's output o `[B,T,H,V]` of the last forward.
   tensor_view<const Real> kernel_output() const { return {o_.data(), {B_, T_, H_, V_}}; }
+  //! Seconds in the state kernel's fp32 calls (linstate::forward / backward) since construction or reset_timing().
+  double kernel_seconds() const { return kernel_s_; }
+  void reset_timing() { kernel_s_ = 0; }
   //! N, the number of routed partitions (1 for partition::single).
   index_t num_partitions() const { return N_; }
 
  private:
   //! q or k: the projection, the shared partition's adapter and their activations.
   struct branch {
-    int W = -1, A = -1, Bm = -1;
+    int W = -1, A = -1, Bm = -1, C = -1;  // C: the short convolution's weights
     feature_map phi = feature_map::identity;
+    std::vector<Real> raw, draw;          // x W before the short convolution, and its gradient
     std::vector<Real> p1, p2, a, f1, f2;   // pre-maps (q₁, q₂), x A, post-maps
     std::vector<Real> d1, d2, dp1, dp2, da;  // grads: of f1 (shared or only input), of f2 (routed), of p1, p2, a
     std::vector<float> f1_32, f2_32;
@@ -437,6 +472,15 @@ class token_mixer {
       k_.A = weight("A_k", {D_, r_}), k_.Bm = weight("B_k", {r_, HK});
     }
     Wv_ = weight("W_v", {D_, HV});
+    if (conv_w_) {
+      auto conv = [&](const std::string& n, index_t C) {
+        const int i = p_.add(n, {C, conv_w_});
+        if (cfg_.conv_init_std >= 0) p_.init_normal(i, cfg_.conv_init_std, seed);
+        else p_.init_uniform(i, 1.0 / std::sqrt(static_cast<double>(conv_w_)), seed);
+        return i;
+      };
+      q_.C = conv("conv_q", HK), k_.C = conv("conv_k", HK), Cv_ = conv("conv_v", HV);
+    }
     auto gates = [&](gate_group& gg, const std::string& sfx) {
       if constexpr (low_rank_gate) {
         gg.W1 = weight("W_g1" + sfx, {D_, cfg_.gate_rank});
@@ -568,7 +612,9 @@ class token_mixer {
         if constexpr (uses_beta) gr.shared.beta = {shared_.dbeta.data(), hs};
       }
       if constexpr (routes) gr.router_logits = {dlogits_.data(), ls};
+      const auto t0 = std::chrono::steady_clock::now();
       linstate::backward<V>(cfg_.backend, kin_, cotangents<float>{.o = {do_.data(), vs}}, gr, Algorithm{}, Strategy{}, cfg_.kernel);
+      kernel_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } else {
       do32_.assign(do_.begin(), do_.end());
       const reference::gradient r =
@@ -590,13 +636,15 @@ class token_mixer {
 
   mixer_config cfg_;
   parameter_list<Real> p_;
-  index_t D_ = 0, H_ = 0, K_ = 0, V_ = 0, N_ = 1, r_ = 0, GW_ = 0;
+  index_t D_ = 0, H_ = 0, K_ = 0, V_ = 0, N_ = 1, r_ = 0, GW_ = 0, conv_w_ = 0;
   index_t B_ = 0, T_ = 0, M_ = 0;
   bool forwarded_ = false;
+  double kernel_s_ = 0;
   double aux64_ = 0;  // Real = double: the balance loss from the fp64 router scores
   branch q_, k_;
   gate_group main_, shared_;
-  int Wv_ = -1, Wr_ = -1, Wog_ = -1, Wog2_ = -1, norm_w_ = -1, Wo_ = -1;
+  int Wv_ = -1, Cv_ = -1, Wr_ = -1, Wog_ = -1, Wog2_ = -1, norm_w_ = -1, Wo_ = -1;
+  std::vector<Real> vraw_, dvraw_;  // x W_v before the short convolution, and its gradient
   std::vector<Real> x_, vp_, vf_, logits_, o_, hog_, z_, sig_, yn_, rstd_;
   std::vector<Real> dyn_, do_, dhog_, dz_, dvf_, dvp_, dlogits_;
   std::vector<float> vf32_, logits32_, dlogits32_, do32_;
