@@ -105,6 +105,14 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
   const bool parallel = tasks > 1 && nthreads > 1 && work > 4.0e4;
   (void)nthreads;
   (void)parallel;
+  // One partition that sees every token (GLA and the other single-state diagonal variants), chunked:
+  // each thread takes a block of value heads of a sequence and runs them chunk by chunk in lockstep,
+  // so a chunk's input rows of neighbouring heads, which share pages (a token's heads are contiguous),
+  // are read together instead of one head's rows a page apart over the whole sequence; and each output
+  // row, which comes from exactly one chunk, is written straight into `o` (no fp32 accumulator). The
+  // same operations on the same values as run_chunked, in another order across heads only.
+  constexpr bool diagonal = !generic && !is_delta<D>;
+  const bool lockstep = diagonal && chunk > 0 && P == 1 && !routed;
 
 #if LINSTATE_HAS_OPENMP
 #pragma omp parallel num_threads(nthreads) if (parallel)
@@ -120,30 +128,64 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
     else csc.reserve(chunk, K, V);
     std::vector<float> o_acc;
+    if (lockstep) {
+      if constexpr (diagonal) {
+#if LINSTATE_HAS_OPENMP
+        const index_t team = omp_get_num_threads();
+#else
+        const index_t team = 1;
+#endif
+        const index_t blocks = std::min<index_t>(HV, team);  // head blocks per sequence
 #if LINSTATE_HAS_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-    for (index_t task = 0; task < tasks; ++task) {
-      const index_t s = task / HV, hv = task % HV;
-      const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
-      const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
-      if (len == 0) continue;
-      o_acc.assign(static_cast<std::size_t>(len * V), 0.f);
-      for (index_t p = 0; p < P; ++p) {
-        const bool is_shared = pb.shared && p == 0;
-        const source<Scalar>& src = is_shared ? shared_src : main_src;
-        const stream st = partition_stream(pb, s, p, routed, rs, all_tokens.data());
-        if (st.n == 0) continue;
-        const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, o_acc.data(), tok0};
-        if constexpr (generic) run_recurrent_generic<D>(pb, src, st, tg, gsc);
-        else if (chunk == 0) run_recurrent<D>(pb, src, st, tg, rsc);
-        else if constexpr (is_delta<D>) run_chunked_delta<D>(pb, src, st, tg, chunk, dsc);
-        else run_chunked<D>(pb, src, st, tg, chunk, csc);
+        for (index_t job = 0; job < S * blocks; ++job) {
+          const index_t s = job / blocks, b = job % blocks;
+          const index_t hv0 = HV * b / blocks, hv1 = HV * (b + 1) / blocks;
+          const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
+          const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
+          const stream st{len, all_tokens.data() + tok0, nullptr, nullptr, nullptr};
+          for (index_t c0 = 0; c0 < len; c0 += chunk)
+            for (index_t hv = hv0; hv < hv1; ++hv) {
+              const target tg{pb.key_head(hv), hv, state + (s * HV + hv) * K * V, nullptr, tok0};
+              if (!chunk_step<D>(pb, main_src, st, tg, c0, chunk, csc)) continue;
+              LINSTATE_PHASE_START;
+              const index_t m = std::min(chunk, len - c0);
+              for (index_t i = 0; i < m; ++i) {
+                Scalar* dst = o + ((tok0 + c0 + i) * HV + hv) * V;
+                const float* a = csc.O.row(i).data();
+                for (index_t j = 0; j < V; ++j) dst[j] = detail::from_float<Scalar>(a[j] + 0.f);  // + 0: as 0 + O in o_acc
+              }
+              LINSTATE_PHASE(store);
+            }
+        }
       }
-      for (index_t t = 0; t < len; ++t) {
-        Scalar* dst = o + ((tok0 + t) * HV + hv) * V;
-        const float* a = o_acc.data() + t * V;
-        for (index_t j = 0; j < V; ++j) dst[j] = detail::from_float<Scalar>(a[j]);
+    } else {
+#if LINSTATE_HAS_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+      for (index_t task = 0; task < tasks; ++task) {
+        const index_t s = task / HV, hv = task % HV;
+        const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
+        const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
+        if (len == 0) continue;
+        o_acc.assign(static_cast<std::size_t>(len * V), 0.f);
+        for (index_t p = 0; p < P; ++p) {
+          const bool is_shared = pb.shared && p == 0;
+          const source<Scalar>& src = is_shared ? shared_src : main_src;
+          const stream st = partition_stream(pb, s, p, routed, rs, all_tokens.data());
+          if (st.n == 0) continue;
+          const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, o_acc.data(), tok0};
+          if constexpr (generic) run_recurrent_generic<D>(pb, src, st, tg, gsc);
+          else if (chunk == 0) run_recurrent<D>(pb, src, st, tg, rsc);
+          else if constexpr (is_delta<D>) run_chunked_delta<D>(pb, src, st, tg, chunk, dsc);
+          else run_chunked<D>(pb, src, st, tg, chunk, csc);
+        }
+        for (index_t t = 0; t < len; ++t) {
+          Scalar* dst = o + ((tok0 + t) * HV + hv) * V;
+          const float* a = o_acc.data() + t * V;
+          for (index_t j = 0; j < V; ++j) dst[j] = detail::from_float<Scalar>(a[j]);
+        }
       }
     }
   }

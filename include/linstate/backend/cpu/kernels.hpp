@@ -265,6 +265,108 @@ inline void intra_subchunked(const Eigen::Ref<const RowMat>& Q, const Eigen::Ref
   }
 }
 
+//! One chunk of run_chunked: the steps [c0, c0 + min(C, st.n − c0)) of the stream. Updates the state
+//! and, when a step of the chunk reads, leaves its output rows in sc.O.topRows(m) and returns true
+//! (the caller adds them where they belong); a chunk with neither reads nor writes returns false.
+template <class D, class Scalar>
+bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg, index_t c0,
+                index_t C, chunk_scratch& sc) {
+  static_assert(!is_delta<D>, "chunked delta rule: see run_chunked_delta");
+  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, GW = pb.gate_width();
+  Eigen::Map<RowMat> Hm(tg.state, K, V);
+  LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
+  const index_t m = std::min(C, st.n - c0);
+  bool any_w = false, any_r = false;
+  for (index_t i = 0; i < m; ++i) {
+    const index_t s = c0 + i, t = st.token[s];
+    const std::uint8_t f = st.flag(s);
+    const bool w = f & detail::route_write, r = f & detail::route_read;
+    any_w |= w, any_r |= r;
+    float* qrow = sc.Q.row(i).data();
+    float* krow = sc.Kc.row(i).data();
+    float* vrow = sc.Vc.row(i).data();
+    if (r) load(src.q + (t * H + tg.h) * K, qrow, K, pb.scale * st.wgt_r(s));
+    else std::fill(qrow, qrow + K, 0.f);
+    if (w) {
+      load(src.k + (t * H + tg.h) * K, krow, K, st.wgt_w(s));
+      load(src.v + (t * HV + tg.hv) * V, vrow, V);
+    } else {
+      std::fill(krow, krow + K, 0.f);
+      std::fill(vrow, vrow + V, 0.f);
+    }
+    if constexpr (!decay_none<D>) {
+      // Γ: inclusive cumulative sum of the floored λ inside the chunk, summed in fp64 and stored in
+      // fp32, so each Γ_t is rounded once (its error does not grow along the chunk)
+      float* grow = sc.G.row(i).data();
+      double* __restrict gs = sc.gsum.data();
+      if (i == 0) std::fill(gs, gs + K, 0.0);
+      if (w) {
+        load_log_decay<D>(src.g + (t * HV + tg.hv) * GW, grow, K);
+        for (index_t a = 0; a < K; ++a) gs[a] += grow[a];
+      }
+      for (index_t a = 0; a < K; ++a) grow[a] = static_cast<float>(gs[a]);
+    }
+  }
+  LINSTATE_PHASE(staging);
+  if (!any_w && !any_r) return false;
+  auto Q = sc.Q.topRows(m);
+  auto Kc = sc.Kc.topRows(m);
+  auto Vc = sc.Vc.topRows(m);
+  auto A = sc.A.topLeftCorner(m, m);
+  auto O = sc.O.topRows(m);
+  if constexpr (decay_none<D>) {
+    if (any_r) {
+      O.noalias() = Q * Hm;
+      if (any_w) {
+        A.noalias() = Q * Kc.transpose();
+        A.template triangularView<Eigen::StrictlyUpper>().setZero();
+        O.noalias() += A * Vc;
+      }
+    }
+    if (any_w) Hm.noalias() += Kc.transpose() * Vc;
+  } else {
+    auto G = sc.G.topRows(m);
+    auto E = sc.E.topRows(m);
+    auto Einv = sc.Einv.topRows(m);
+    sc.gamma = G.row(m - 1);
+    const float span = any_w ? -sc.gamma.minCoeff() : 0.f;
+    const bool one_gemm = span <= single_gemm_span;
+    sc.egamma = sc.gamma.array().exp();
+    // K ⊙ e^{−Γ} (factors ≤ e^{span}); serves the scores and, times e^{γ}, the state update
+    if (any_w && one_gemm) Einv.array() = Kc.array() * (-G.array()).exp();
+    if (any_r) {
+      E = G.array().exp();  // e^{Γ} ≤ 1
+      auto Qg = sc.Kd.topRows(m);  // reuse Kd's storage for Q ⊙ e^{Γ}
+      Qg = Q.cwiseProduct(E);
+      LINSTATE_PHASE(exps);
+      O.noalias() = Qg * Hm;
+      LINSTATE_PHASE(gemm);
+      if (any_w) {
+        if (one_gemm) A.noalias() = Qg * Einv.transpose();
+        else intra_subchunked(Q, Kc, G, A, m);
+        LINSTATE_PHASE(gemm);
+        A.template triangularView<Eigen::StrictlyUpper>().setZero();
+        LINSTATE_PHASE(other);
+        O.noalias() += A * Vc;
+        LINSTATE_PHASE(gemm);
+      }
+    }
+    if (any_w) {
+      auto Kd = sc.Kd.topRows(m);  // K ⊙ e^{γ − Γ} ≤ 1
+      if (one_gemm) Kd = Einv * sc.egamma.asDiagonal();
+      else
+        for (index_t i = 0; i < m; ++i)
+          Kd.row(i) = Kc.row(i).cwiseProduct((sc.gamma - G.row(i)).array().exp().matrix());
+      LINSTATE_PHASE(exps);
+      for (index_t a = 0; a < K; ++a) Hm.row(a) *= sc.egamma(a);
+      LINSTATE_PHASE(other);
+      Hm.noalias() += Kd.transpose() * Vc;
+      LINSTATE_PHASE(gemm);
+    }
+  }
+  return any_r;
+}
+
 //! Chunk-parallel form (SPEC §2.3) over one stream, chunks of C steps. Per chunk n with entering
 //! state H_n, local cumulative log-decay Γ (rows) and γ = Γ_last:
 //!   O   = (Q ⊙ e^{Γ}) H_n + tril(A) V,   A_tj = Σ_i q_t[i] k_j[i] e^{Γ_t[i] − Γ_j[i]}
@@ -275,101 +377,10 @@ inline void intra_subchunked(const Eigen::Ref<const RowMat>& Q, const Eigen::Ref
 template <class D, class Scalar>
 void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg, index_t C,
                  chunk_scratch& sc) {
-  static_assert(!is_delta<D>, "chunked delta rule: see run_chunked_delta");
-  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, GW = pb.gate_width();
-  Eigen::Map<RowMat> Hm(tg.state, K, V);
   for (index_t c0 = 0; c0 < st.n; c0 += C) {
-    LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
-    const index_t m = std::min(C, st.n - c0);
-    bool any_w = false, any_r = false;
-    for (index_t i = 0; i < m; ++i) {
-      const index_t s = c0 + i, t = st.token[s];
-      const std::uint8_t f = st.flag(s);
-      const bool w = f & detail::route_write, r = f & detail::route_read;
-      any_w |= w, any_r |= r;
-      float* qrow = sc.Q.row(i).data();
-      float* krow = sc.Kc.row(i).data();
-      float* vrow = sc.Vc.row(i).data();
-      if (r) load(src.q + (t * H + tg.h) * K, qrow, K, pb.scale * st.wgt_r(s));
-      else std::fill(qrow, qrow + K, 0.f);
-      if (w) {
-        load(src.k + (t * H + tg.h) * K, krow, K, st.wgt_w(s));
-        load(src.v + (t * HV + tg.hv) * V, vrow, V);
-      } else {
-        std::fill(krow, krow + K, 0.f);
-        std::fill(vrow, vrow + V, 0.f);
-      }
-      if constexpr (!decay_none<D>) {
-        // Γ: inclusive cumulative sum of the floored λ inside the chunk, summed in fp64 and stored in
-        // fp32, so each Γ_t is rounded once (its error does not grow along the chunk)
-        float* grow = sc.G.row(i).data();
-        double* __restrict gs = sc.gsum.data();
-        if (i == 0) std::fill(gs, gs + K, 0.0);
-        if (w) {
-          load_log_decay<D>(src.g + (t * HV + tg.hv) * GW, grow, K);
-          for (index_t a = 0; a < K; ++a) gs[a] += grow[a];
-        }
-        for (index_t a = 0; a < K; ++a) grow[a] = static_cast<float>(gs[a]);
-      }
-    }
-    LINSTATE_PHASE(staging);
-    if (!any_w && !any_r) continue;
-    auto Q = sc.Q.topRows(m);
-    auto Kc = sc.Kc.topRows(m);
-    auto Vc = sc.Vc.topRows(m);
-    auto A = sc.A.topLeftCorner(m, m);
-    auto O = sc.O.topRows(m);
-    if constexpr (decay_none<D>) {
-      if (any_r) {
-        O.noalias() = Q * Hm;
-        if (any_w) {
-          A.noalias() = Q * Kc.transpose();
-          A.template triangularView<Eigen::StrictlyUpper>().setZero();
-          O.noalias() += A * Vc;
-        }
-      }
-      if (any_w) Hm.noalias() += Kc.transpose() * Vc;
-    } else {
-      auto G = sc.G.topRows(m);
-      auto E = sc.E.topRows(m);
-      auto Einv = sc.Einv.topRows(m);
-      sc.gamma = G.row(m - 1);
-      const float span = any_w ? -sc.gamma.minCoeff() : 0.f;
-      const bool one_gemm = span <= single_gemm_span;
-      sc.egamma = sc.gamma.array().exp();
-      // K ⊙ e^{−Γ} (factors ≤ e^{span}); serves the scores and, times e^{γ}, the state update
-      if (any_w && one_gemm) Einv.array() = Kc.array() * (-G.array()).exp();
-      if (any_r) {
-        E = G.array().exp();  // e^{Γ} ≤ 1
-        auto Qg = sc.Kd.topRows(m);  // reuse Kd's storage for Q ⊙ e^{Γ}
-        Qg = Q.cwiseProduct(E);
-        LINSTATE_PHASE(exps);
-        O.noalias() = Qg * Hm;
-        LINSTATE_PHASE(gemm);
-        if (any_w) {
-          if (one_gemm) A.noalias() = Qg * Einv.transpose();
-          else intra_subchunked(Q, Kc, G, A, m);
-          LINSTATE_PHASE(gemm);
-          A.template triangularView<Eigen::StrictlyUpper>().setZero();
-          LINSTATE_PHASE(other);
-          O.noalias() += A * Vc;
-          LINSTATE_PHASE(gemm);
-        }
-      }
-      if (any_w) {
-        auto Kd = sc.Kd.topRows(m);  // K ⊙ e^{γ − Γ} ≤ 1
-        if (one_gemm) Kd = Einv * sc.egamma.asDiagonal();
-        else
-          for (index_t i = 0; i < m; ++i)
-            Kd.row(i) = Kc.row(i).cwiseProduct((sc.gamma - G.row(i)).array().exp().matrix());
-        LINSTATE_PHASE(exps);
-        for (index_t a = 0; a < K; ++a) Hm.row(a) *= sc.egamma(a);
-        LINSTATE_PHASE(other);
-        Hm.noalias() += Kd.transpose() * Vc;
-        LINSTATE_PHASE(gemm);
-      }
-    }
-    if (any_r) add_read_rows(st, c0, m, sc.O, tg, V);
+    if (!chunk_step<D>(pb, src, st, tg, c0, C, sc)) continue;
+    LINSTATE_PHASE_START;
+    add_read_rows(st, c0, std::min(C, st.n - c0), sc.O, tg, pb.V);
     LINSTATE_PHASE(store);
   }
 }
