@@ -54,6 +54,9 @@ template void cpu_forward<gla, bf16>(const inputs<bf16>&, const outputs<bf16>&, 
 template void cpu_forward<sse_n4k1s, bf16>(const inputs<bf16>&, const outputs<bf16>&, bool, const options&);
 template void cpu_forward<sse_n8k2, bf16>(const inputs<bf16>&, const outputs<bf16>&, bool, const options&);
 template void cpu_forward<sse_gdn, bf16>(const inputs<bf16>&, const outputs<bf16>&, bool, const options&);
+template void cpu_forward<gdn, bf16>(const inputs<bf16>&, const outputs<bf16>&, bool, const options&);
+template void cpu_forward<gdn_plain, bf16>(const inputs<bf16>&, const outputs<bf16>&, bool, const options&);
+template void cpu_forward<sse_gdn_w2r1, bf16>(const inputs<bf16>&, const outputs<bf16>&, bool, const options&);
 template void cpu_forward<gla, f16>(const inputs<f16>&, const outputs<f16>&, bool, const options&);
 template void cpu_forward<sse_gdn, f16>(const inputs<f16>&, const outputs<f16>&, bool, const options&);
 

@@ -322,6 +322,32 @@ TEST_CASE("chunked: gated delta rule in the WY form (l2norm and plain), SSE over
   check_low<sse_gdn, Eigen::half, chunked64>(make<sse_gdn>(d, 87));
 }
 
+//! bf16 on the tensor-core delta-rule forward (kernels/chunked_delta_tc.cuh): o and the final state
+//! against the CPU's fp32 pass on the same rounded inputs at fla's ratio 0.005 (SPEC §9.3); the ratios
+//! are printed.
+template <class Spec, class Strategy = linstate::varlen>
+void check_delta_tc(const char* what, const random_inputs& data) {
+  const auto [ref, got] = both<Spec, Eigen::bfloat16, Strategy, chunked64>(data);
+  const double ro = rms_ratio(got.o, ref.o), rs = rms_ratio(got.state, ref.final_state);
+  MESSAGE(what << ": o ratio " << ro << ", state ratio " << rs);
+  CHECK(ro <= ratio_tol);
+  CHECK(rs <= ratio_tol);
+}
+
+TEST_CASE("chunked: gated delta rule, bf16 inputs on tensor cores, against the exact path (ratio 0.005)") {
+  check_delta_tc<gdn>("gdn K=V=128 B=2 T=300", make<gdn>({.B = 2, .T = 300, .H = 2, .HV = 2, .K = 128, .V = 128}, 90));
+  check_delta_tc<gdn>("gdn K=V=128 T=2048", make<gdn>({.B = 1, .T = 2048, .H = 1, .HV = 1, .K = 128, .V = 128}, 91));
+  check_delta_tc<gdn>("gdn grouped heads K=32 V=64", make<gdn>({.B = 2, .T = 150, .H = 1, .HV = 4, .K = 32, .V = 64}, 92, false));
+  check_delta_tc<gdn_plain>("gdn plain K=64 V=48", make<gdn_plain>({.B = 2, .T = 130, .H = 1, .HV = 2, .K = 64, .V = 48}, 93));
+  check_delta_tc<gdn>("gdn V=40 (exact kernels)", make<gdn>({.B = 1, .T = 130, .H = 1, .HV = 2, .K = 64, .V = 40}, 94));
+  const auto d5 = make<sse_gdn>({.B = 2, .T = 300, .H = 2, .HV = 2, .K = 64, .V = 64}, 95);
+  check_delta_tc<sse_gdn, linstate::varlen>("sse_gdn varlen", d5);
+  check_delta_tc<sse_gdn, linstate::mask>("sse_gdn mask", d5);
+  check_delta_tc<sse_gdn_w2r1>("sse_gdn kw=2 kr=1", make<sse_gdn_w2r1>({.B = 1, .T = 200, .H = 1, .HV = 1, .K = 96, .V = 32}, 96));
+  const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
+  check_delta_tc<sse_gdn>("sse_gdn packed cu_seqlens", make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 97, true, cu));
+}
+
 TEST_CASE("chunked: packed cu_seqlens with empty and one-token sequences") {
   const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
   check_fp32<sse_n4k1s, linstate::varlen, chunked64>(make<sse_n4k1s>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 63, true, cu));

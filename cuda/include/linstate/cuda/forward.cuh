@@ -32,7 +32,8 @@
 // token touches); otherwise (linstate::chunked<C>, linstate::automatic on longer sequences) the
 // device-side varlen grouping (kernels/records.cuh) and the chunk-parallel kernels with 64-record
 // tiles whatever C is: kernels/chunked.cuh for decays none/scalar/gated_key, kernels/chunked_delta.cuh
-// (the WY form, exact fp32) for the gated delta rule with K and V multiples of 4; for a
+// (the WY form, exact fp32) for the gated delta rule with K and V multiples of 4 — for bf16 inputs with
+// K and V multiples of 16 its tensor-core forward, kernels/chunked_delta_tc.cuh; for a
 // family::recurrent_only policy always the generic kernel (kernels/generic.cuh). When a token has
 // several reading partitions, a deterministic pass sums their outputs. The strategies linstate::mask
 // and linstate::varlen give the same results by construction (a partition skips the tokens that
@@ -65,6 +66,7 @@
 #include "detail/scratch.cuh"
 #include "kernels/chunked.cuh"
 #include "kernels/chunked_delta.cuh"
+#include "kernels/chunked_delta_tc.cuh"
 #include "kernels/generic.cuh"
 #include "kernels/records.cuh"
 #include "kernels/recurrent.cuh"
@@ -293,7 +295,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
         static_cast<chunk_params<Dev>&>(d) = c;
         d.l2norm = D::l2norm_qk;
         bind_delta_buffers(d, static_cast<float*>(at(at_delta)), rplan.max_chunks, pb.HV, pb.K, pb.V, false);
-        enqueue_chunked_delta<D>(d, stream, api);
+        enqueue_delta_forward<D>(d, stream, api);  // tensor cores for bf16 (chunked_delta_tc.cuh)
       } else {
         enqueue_chunked<D, Dev>(c, stream, api);
       }

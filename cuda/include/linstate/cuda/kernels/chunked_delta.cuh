@@ -311,6 +311,15 @@ struct delta_state_smem {
 };
 
 namespace delta_detail {
+//! 16-byte asynchronous copies global → shared (cp.async, sm_80+): issued, committed as one group,
+//! waited for by the issuing thread; a barrier after the wait makes every thread's copies visible.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
 static_assert(delta_scan_tile == 16 && delta_threads == 256 && chunk_len == 64 && chunk_max_k == 128,
               "the thread maps of delta_state_kernel / delta_rscan_kernel assume these sizes");
 

@@ -1,0 +1,621 @@
+// linstate/cuda/kernels/chunked_delta_tc.cuh — the chunked gated delta rule's forward on tensor cores
+// for bf16 inputs (issue 11, item 2): the WY form of chunked_delta.cuh (SPEC §3.2, same notation),
+// every product on WMMA 16×16×16 bf16 fragments with fp32 accumulators; fp32 (and fp16) inputs keep
+// the exact fp32 kernels of chunked_delta.cuh, and so does the backward (it recomputes the forward's
+// quantities exactly).
+//
+// Per chunk of C = 64 records with entering state S [K,V] (chunked_delta.cuh's header):
+//   T = (I + L)⁻¹,  L = strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ)            (1)
+//   W = T diag(b e^G) K̂ [C,K],   U = T diag(b) V [C,V]              (2)
+//   Vn = U − W S [C,V]                                               (3)
+//   S' = e^{G_C} S + Kdᵀ Vn,   Kd = diag(e^{G_C − G}) K̂ [C,K]       (4)
+//   O = Qg S + A Vn,   Qg = diag(e^G) Q,   A = lower_incl(Q K̂ᵀ ⊙ Γ)  (5)
+// Three kernels (the division of the work follows fla's chunk_gated_delta_rule: the WY pieces per
+// chunk, a state pass tiled over V, an output pass):
+//   1. delta_tc_prep_kernel   (chunk, value head): k̂, q̂ (l2norm in fp32), G (fp64 sum, as the exact
+//      path), K̂K̂ᵀ and QK̂ᵀ on tensor cores, L and A in fp32, T by a blocked forward substitution in
+//      fp32 (16×16 diagonal blocks inverted one column per thread, then T_ij = −T_ii Σ_{j≤m<i} L_im T_mj
+//      block row by block row), W and U on tensor cores with T rounded to bf16; writes Qg, Kd, W, A in
+//      bf16, U and G in fp32;
+//   2. delta_tc_state_kernel  (stream, value head, 16-column V tile; sequential over the chunks): S
+//      lives in fp32 accumulator fragments for the whole stream; per chunk Vn = U − W S (3) and
+//      S ← e^{G_C} S + Kdᵀ Vn (4) on tensor cores (S and Vn rounded to bf16 as operands); the next
+//      chunk's W, Kd, U are copied into shared memory (cp.async, double buffered) while this chunk
+//      computes. Writes Vn (bf16) and S entering each chunk (bf16) for kernel 3, the final S in fp32.
+//      Grid: S·P × HV × V/16 blocks (64 at B = 1, H = 8, V = 128);
+//   3. delta_tc_output_kernel (chunk, value head, 64-column V tile): O = Qg S + A Vn (5), one
+//      accumulator per output tile.
+// Rounding: the products' operands are bf16 (k̂, q̂, T, b·V, b e^G k̂, S, Vn); G, Γ, the exponentials,
+// L and T's solve, the carried state and every accumulation are fp32. The GPU tests check it against
+// the exact path at fla's ratio 0.005 (SPEC §9.3).
+// Measured (H200, bf16, B = 1, H = 8, K = V = 128, T = 32768; ncu, one forward): prep 0.75 ms, state
+// 1.48 ms (2.9 µs per chunk step, latency-bound: 64 blocks of 4 warps), output 0.23 ms; bench_cuda
+// forward 2.47 ms against 11.71 ms for the exact kernels (docs/benchmarks.md, "Issue 11: gated delta rule").
+// Scratch: the forward's fp32 buffers of chunked_delta.cuh (delta_chunk_floats(K, V, false)), the bf16
+// arrays laid over the first half of each: Qg over q̂, Kd over k̂, W over W, A over A, Vn over Vn, and
+// the entering states over hbuf.
+// Requirements (delta_tc_supported): bf16 inputs, K ≤ 128 and K, V multiples of 16, q, k, v (and the
+// shared partition's q, k) 16-byte aligned; otherwise chunked_delta.cuh's exact kernels run.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "chunked_delta.cuh"
+
+namespace linstate::cuda_detail {
+
+inline constexpr int dtc_threads = 256;       //!< prep and output kernels: 8 warps
+inline constexpr int dtc_scan_threads = 128;  //!< state kernel: 4 warps
+inline constexpr int dtc_scan_tile = 16;      //!< V columns per state-kernel block
+inline constexpr int dtc_out_tile = 64;       //!< V columns per output-kernel block
+
+using dtc_bf16 = __nv_bfloat16;
+
+//! The bf16 views of the forward's scratch (see the header).
+template <class Dev>
+struct delta_tc_params : delta_params<Dev> {
+  dtc_bf16* qg = nullptr;  // [chunks, HV, C, K] Qg = diag(e^G) Q
+  dtc_bf16* kd = nullptr;  // [chunks, HV, C, K] Kd = diag(e^{G_C − G}) K̂
+  dtc_bf16* w = nullptr;   // [chunks, HV, C, K] W
+  dtc_bf16* a = nullptr;   // [chunks, HV, C, C] A
+  dtc_bf16* vn = nullptr;  // [chunks, HV, C, V] Vn
+  dtc_bf16* h = nullptr;   // [chunks, HV, K, V] S entering the chunk
+};
+
+namespace dtc_detail {
+
+__host__ __device__ constexpr std::size_t up128(std::size_t b) { return (b + 127) / 128 * 128; }
+__host__ __device__ constexpr int ldb16(int n) { return n + 8; }  //!< bf16 row pitch (16-byte rows, 32-byte tiles)
+inline constexpr int ldf = chunk_len + 4;                         //!< fp32 [C][C] pitch
+inline constexpr int ldv16 = dtc_out_tile + 8;                    //!< bf16 [*, 64] pitch
+inline constexpr int lst = 20;                                    //!< fp32 16-wide staging pitch
+inline constexpr int ls16 = dtc_scan_tile + 8;                    //!< bf16 16-wide pitch
+
+// (cp_async16, cp_async_commit, cp_async_wait_all: chunked_delta.cuh, delta_detail)
+
+//! Eight fp32 values → eight bf16 (round to nearest even) packed in 16 bytes.
+__device__ __forceinline__ uint4 pack8(const float* x, float s) {
+  uint4 u;
+  unsigned* w = reinterpret_cast<unsigned*>(&u);
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(x[2 * t] * s, x[2 * t + 1] * s);
+    w[t] = *reinterpret_cast<const unsigned*>(&h);
+  }
+  return u;
+}
+
+//! Eight bf16 packed in 16 bytes → fp32.
+__device__ __forceinline__ void unpack8(uint4 u, float* x) {
+  const unsigned* w = reinterpret_cast<const unsigned*>(&u);
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&w[t]);
+    const float2 f = __bfloat1622float2(h);
+    x[2 * t] = f.x, x[2 * t + 1] = f.y;
+  }
+}
+
+namespace w = nvcuda::wmma;
+using frag_acc = w::fragment<w::accumulator, 16, 16, 16, float>;
+template <class L>
+using frag_a = w::fragment<w::matrix_a, 16, 16, 16, dtc_bf16, L>;
+template <class L>
+using frag_b = w::fragment<w::matrix_b, 16, 16, 16, dtc_bf16, L>;
+
+//! One warp: its 16×16 fp32 tile `c` (through the warp's staging tile `st`, [16][lst]) to bf16 rows
+//! of `dst` (pitch ld elements, 16-byte aligned), times s. Lane l writes row l/2, columns 8(l%2)…+7.
+__device__ __forceinline__ void store_tile_bf16(dtc_bf16* dst, int ld, const frag_acc& c, float* st, float s = 1.f) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, r = lane >> 1, h = (lane & 1) * 8;
+  w::store_matrix_sync(st, c, lst, w::mem_row_major);
+  __syncwarp();
+  *reinterpret_cast<uint4*>(dst + static_cast<index_t>(r) * ld + h) = pack8(st + r * lst + h, s);
+  __syncwarp();
+}
+
+}  // namespace dtc_detail
+
+// --- 1. delta_tc_prep_kernel -------------------------------------------------------------------------
+
+struct delta_tc_prep_smem {
+  std::size_t recs, G, b, Kb, Qb, Lm, Am, Dg, T16, Vb, st, bytes;
+  __host__ __device__ explicit delta_tc_prep_smem(int K) {
+    using namespace dtc_detail;
+    const std::size_t rowk = up128(static_cast<std::size_t>(chunk_len) * ldb16(K) * sizeof(dtc_bf16));
+    const std::size_t cc = up128(static_cast<std::size_t>(chunk_len) * ldf * sizeof(float));
+    recs = 0;
+    G = up128(chunk_len * sizeof(chunk_record));
+    b = G + up128(chunk_len * sizeof(float));
+    Kb = b + up128(chunk_len * sizeof(float));
+    Qb = Kb + rowk, Lm = Qb + rowk, Am = Lm + cc, Dg = Am + cc;
+    T16 = Dg + up128(4 * 16 * 17 * sizeof(float));
+    Vb = T16 + up128(static_cast<std::size_t>(chunk_len) * ldv16 * sizeof(dtc_bf16));
+    st = Vb + up128(static_cast<std::size_t>(chunk_len) * ldv16 * sizeof(dtc_bf16));
+    bytes = st + static_cast<std::size_t>(dtc_threads / 32) * 16 * lst * sizeof(float);
+  }
+};
+
+//! grid (max_chunks, HV), dtc_threads. The log-decays and β̃ from the policy, as delta_prep_kernel.
+template <class D, class Dev>
+__global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_tc_params<Dev> p) {
+  static_assert(is_delta<D> && std::is_same_v<Dev, dtc_bf16>, "linstate (cuda): the tensor-core delta kernels take bf16");
+  using namespace delta_detail;
+  using namespace dtc_detail;
+  constexpr int C = chunk_len;
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, lk = ldb16(K), k8 = K / 8;
+  const delta_tc_prep_smem L(K);
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
+  float* G = reinterpret_cast<float*>(smem_raw + L.G);
+  float* b = reinterpret_cast<float*>(smem_raw + L.b);
+  auto* Kb = reinterpret_cast<dtc_bf16*>(smem_raw + L.Kb);   // [C][lk]  k (raw), then k̂, then b e^G k̂
+  auto* Qb = reinterpret_cast<dtc_bf16*>(smem_raw + L.Qb);   // [C][lk]  q (raw), then Q = r q̂
+  float* Lm = reinterpret_cast<float*>(smem_raw + L.Lm);     // [C][ldf] K̂K̂ᵀ, then L, then T (blocks below the diagonal)
+  float* Am = reinterpret_cast<float*>(smem_raw + L.Am);     // [C][ldf] QK̂ᵀ, then the solve's X blocks
+  float* Dg = reinterpret_cast<float*>(smem_raw + L.Dg);     // [4][16][17] T's diagonal blocks
+  auto* T16 = reinterpret_cast<dtc_bf16*>(smem_raw + L.T16); // [C][ldv16] T in bf16
+  auto* Vb = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vb);   // [C][ldv16] b V, 64 columns
+  float* st = reinterpret_cast<float*>(smem_raw + L.st) + (threadIdx.x >> 5) * 16 * lst;  // the warp's staging tile
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int warp = tid >> 5, lane = tid & 31, nwarps = nt >> 5;
+  const chunk_block<Dev> blk = begin_chunk(p, c, recs);
+  const at_chunk& o = blk.o;
+  const device_source<Dev>& src = blk.src;
+  __syncthreads();
+  // raw k and q rows, 16-byte loads
+  for (int e = tid; e < C * k8; e += nt) {
+    const int i = e / k8, a = (e % k8) * 8;
+    const chunk_record& r = recs[i];
+    const uint4 z{0u, 0u, 0u, 0u};
+    const uint4 kx = r.wr ? *reinterpret_cast<const uint4*>(src.k + r.qk + a) : z;
+    const uint4 qx = r.rd ? *reinterpret_cast<const uint4*>(src.q + r.qk + a) : z;
+    *reinterpret_cast<uint4*>(Kb + i * lk + a) = kx;
+    *reinterpret_cast<uint4*>(Qb + i * lk + a) = qx;
+  }
+  if (tid < C) {
+    const chunk_record& r = recs[tid];
+    G[tid] = r.wr ? detail::chunked_log_decay(to_f32(D::log_decay(src.g + r.hv, 0))) : 0.f;  // floored λ
+    b[tid] = r.wr ? D::write_strength(to_f32(src.beta[r.hv]), r.w) : 0.f;
+  }
+  __syncthreads();
+  if (tid == 0) {  // inclusive cumsum in fp64, each G_i rounded once (as delta_prep_kernel)
+    double acc = 0.;
+    for (int i = 0; i < C; ++i) acc += G[i], G[i] = static_cast<float>(acc);
+  }
+  __syncthreads();
+  // l2norm in fp32 (one warp per row); k̂ and Q = r q̂ in place (bf16), Kd and Qg to global
+  const float gl = G[C - 1];
+  for (int i = warp; i < C; i += nwarps) {
+    float kx[4], qx[4], sk = 0.f, sq = 0.f;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int a = lane + 32 * u;
+      kx[u] = a < K ? __bfloat162float(Kb[i * lk + a]) : 0.f;
+      qx[u] = a < K ? __bfloat162float(Qb[i * lk + a]) : 0.f;
+      sk = fmaf(kx[u], kx[u], sk), sq = fmaf(qx[u], qx[u], sq);
+    }
+    sk = warp_sum(sk), sq = warp_sum(sq);
+    const float ik = p.l2norm ? 1.f / sqrtf(sk + 1e-6f) : 1.f, iq = p.l2norm ? 1.f / sqrtf(sq + 1e-6f) : 1.f;
+    const float rr = recs[i].r, eg = __expf(G[i]), ed = __expf(gl - G[i]);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int a = lane + 32 * u;
+      if (a >= K) continue;
+      const float kh = kx[u] * ik, qh = qx[u] * iq * rr;
+      Kb[i * lk + a] = __float2bfloat16_rn(kh), Qb[i * lk + a] = __float2bfloat16_rn(qh);
+      p.kd[o.ck + i * K + a] = __float2bfloat16_rn(kh * ed);
+      p.qg[o.ck + i * K + a] = __float2bfloat16_rn(qh * eg);
+    }
+  }
+  if (tid < C) p.G[o.c + tid] = G[tid];
+  __syncthreads();
+  // K̂K̂ᵀ and QK̂ᵀ on tensor cores, the 10 tiles on or below the diagonal each
+  for (int t = warp; t < 20; t += nwarps) {
+    const int u = t % 10;
+    int ti = 0;
+    while ((ti + 1) * (ti + 2) / 2 <= u) ++ti;
+    const int tj = u - ti * (ti + 1) / 2;
+    const dtc_bf16* X = t < 10 ? Kb : Qb;
+    float* out = t < 10 ? Lm : Am;
+    frag_acc acc;
+    w::fill_fragment(acc, 0.f);
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      frag_a<w::row_major> fa;
+      frag_b<w::col_major> fb;
+      w::load_matrix_sync(fa, X + ti * 16 * lk + k0, static_cast<unsigned>(lk));
+      w::load_matrix_sync(fb, Kb + tj * 16 * lk + k0, static_cast<unsigned>(lk));
+      w::mma_sync(acc, fa, fb, acc);
+    }
+    w::store_matrix_sync(out + ti * 16 * ldf + tj * 16, acc, ldf, w::mem_row_major);
+  }
+  __syncthreads();
+  // L = strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ) (fp32, in place), A = lower_incl(QK̂ᵀ ⊙ Γ) to global in bf16
+  for (int e = tid; e < C * C / 2; e += nt) {
+    const int i = e / (C / 2), j = (e % (C / 2)) * 2;
+    float a2[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int jj = j + u;
+      const float gam = jj <= i ? __expf(G[i] - G[jj]) : 0.f;
+      const float l = jj < i ? b[i] * Lm[i * ldf + jj] * gam : 0.f;
+      a2[u] = jj <= i ? Am[i * ldf + jj] * gam : 0.f;
+      Lm[i * ldf + jj] = l;
+    }
+    *reinterpret_cast<__nv_bfloat162*>(p.a + o.cc + i * C + j) = __floats2bfloat162_rn(a2[0], a2[1]);
+  }
+  __syncthreads();
+  // (1): T's diagonal blocks, one column per thread: T_rc = −Σ_{c ≤ l < r} L_rl T_lc
+  if (tid < 64) {
+    const int d = tid / 16, col = tid % 16, o0 = d * 16;
+    float* Td = Dg + d * 16 * 17;
+    for (int r = 0; r < 16; ++r) {
+      float s = 0.f;
+      for (int l = col; l < r; ++l) s = fmaf(Lm[(o0 + r) * ldf + o0 + l], Td[l * 17 + col], s);
+      Td[r * 17 + col] = r < col ? 0.f : r == col ? 1.f : -s;
+    }
+  }
+  __syncthreads();
+  // block rows 1..3: X_ij = Σ_{j ≤ m < i} L_im T_mj (into Am), then T_ij = −T_ii X_ij (into Lm's block)
+  for (int bi = 1; bi < 4; ++bi) {
+    for (int e = tid; e < bi * 256; e += nt) {
+      const int bj = e / 256, r = (e % 256) / 16, col = e % 16;
+      float s = 0.f;
+      for (int m = bj; m < bi; ++m) {
+        const float* Lr = Lm + (bi * 16 + r) * ldf + m * 16;
+        if (m == bj) {
+          const float* Td = Dg + m * 16 * 17;
+          for (int l = col; l < 16; ++l) s = fmaf(Lr[l], Td[l * 17 + col], s);
+        } else {
+          for (int l = 0; l < 16; ++l) s = fmaf(Lr[l], Lm[(m * 16 + l) * ldf + bj * 16 + col], s);
+        }
+      }
+      Am[bj * 16 * 17 + r * 17 + col] = s;
+    }
+    __syncthreads();
+    for (int e = tid; e < bi * 256; e += nt) {
+      const int bj = e / 256, r = (e % 256) / 16, col = e % 16;
+      const float* Td = Dg + bi * 16 * 17;
+      float s = 0.f;
+      for (int m = 0; m <= r; ++m) s = fmaf(Td[r * 17 + m], Am[bj * 16 * 17 + m * 17 + col], s);
+      Lm[(bi * 16 + r) * ldf + bj * 16 + col] = -s;
+    }
+    __syncthreads();
+  }
+  // T in bf16; b e^G k̂ in place of k̂
+  for (int e = tid; e < C * C; e += nt) {
+    const int i = e / C, j = e % C, bi = i / 16, bj = j / 16;
+    const float t = bj > bi ? 0.f : bj == bi ? Dg[bi * 16 * 17 + (i % 16) * 17 + j % 16] : Lm[i * ldf + j];
+    T16[i * ldv16 + j] = __float2bfloat16_rn(t);
+  }
+  for (int e = tid; e < C * K; e += nt) {
+    const int i = e / K, a = e % K;
+    Kb[i * lk + a] = __float2bfloat16_rn(__bfloat162float(Kb[i * lk + a]) * b[i] * __expf(G[i]));
+  }
+  __syncthreads();
+  // (2): W = T (b e^G k̂) in bf16, through each warp's staging tile
+  {
+    const int tn = K / 16;
+    for (int t = warp; t < 4 * tn; t += nwarps) {
+      const int ti = t / tn, tj = t % tn;
+      frag_acc acc;
+      w::fill_fragment(acc, 0.f);
+      for (int k0 = 0; k0 <= ti * 16; k0 += 16) {  // T is lower triangular by blocks
+        frag_a<w::row_major> fa;
+        frag_b<w::row_major> fb;
+        w::load_matrix_sync(fa, T16 + ti * 16 * ldv16 + k0, static_cast<unsigned>(ldv16));
+        w::load_matrix_sync(fb, Kb + k0 * lk + tj * 16, static_cast<unsigned>(lk));
+        w::mma_sync(acc, fa, fb, acc);
+      }
+      store_tile_bf16(p.w + o.ck + ti * 16 * K + tj * 16, K, acc, st);
+    }
+  }
+  // (2): U = T (b V), 64 columns at a time, fp32 straight to global
+  for (int j0 = 0; j0 < V; j0 += dtc_out_tile) {
+    const int n = min(dtc_out_tile, V - j0), n8 = n / 8;
+    __syncthreads();  // Vb free
+    for (int e = tid; e < C * n8; e += nt) {
+      const int i = e / n8, jj = (e % n8) * 8;
+      const chunk_record& r = recs[i];
+      float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      if (r.wr) unpack8(*reinterpret_cast<const uint4*>(p.v + r.hv * V + j0 + jj), x);
+      *reinterpret_cast<uint4*>(Vb + i * ldv16 + jj) = pack8(x, b[i]);
+    }
+    __syncthreads();
+    const int tn = n / 16;
+    for (int t = warp; t < 4 * tn; t += nwarps) {
+      const int ti = t / tn, tj = t % tn;
+      frag_acc acc;
+      w::fill_fragment(acc, 0.f);
+      for (int k0 = 0; k0 <= ti * 16; k0 += 16) {
+        frag_a<w::row_major> fa;
+        frag_b<w::row_major> fb;
+        w::load_matrix_sync(fa, T16 + ti * 16 * ldv16 + k0, static_cast<unsigned>(ldv16));
+        w::load_matrix_sync(fb, Vb + k0 * ldv16 + tj * 16, static_cast<unsigned>(ldv16));
+        w::mma_sync(acc, fa, fb, acc);
+      }
+      w::store_matrix_sync(p.U + o.cv + ti * 16 * V + j0 + tj * 16, acc, static_cast<unsigned>(V), w::mem_row_major);
+    }
+  }
+}
+
+// --- 2. delta_tc_state_kernel ------------------------------------------------------------------------
+
+struct delta_tc_state_smem {
+  std::size_t Wb, Kb, Ub, Gs, Sf, Sn, Vf, Vb, bytes;
+  __host__ __device__ explicit delta_tc_state_smem(int K) {
+    using namespace dtc_detail;
+    const std::size_t rowk = up128(static_cast<std::size_t>(chunk_len) * ldb16(K) * sizeof(dtc_bf16));
+    const std::size_t rowu = up128(static_cast<std::size_t>(chunk_len) * lst * sizeof(float));
+    Wb = 0;
+    Kb = Wb + 2 * rowk;
+    Ub = Kb + 2 * rowk;
+    Gs = Ub + 2 * rowu;
+    Sf = Gs + up128(2 * 4 * sizeof(float));
+    Sn = Sf + up128(static_cast<std::size_t>(K) * lst * sizeof(float));
+    Vf = Sn + up128(static_cast<std::size_t>(K) * ls16 * sizeof(dtc_bf16));
+    Vb = Vf + rowu;
+    bytes = Vb + up128(static_cast<std::size_t>(chunk_len) * ls16 * sizeof(dtc_bf16));
+  }
+};
+
+//! grid (V / 16, HV, S·P), dtc_scan_threads. A stream without records keeps its initial state
+//! (copied out of place, untouched in place), as delta_state_kernel.
+template <class Dev>
+__global__ void __launch_bounds__(dtc_scan_threads) delta_tc_state_kernel(const delta_tc_params<Dev> p) {
+  using namespace delta_detail;
+  using namespace dtc_detail;
+  constexpr int C = chunk_len, TS = dtc_scan_tile;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, HV = p.HV, lk = ldb16(K), k8 = K / 8;
+  const delta_tc_state_smem L(K);
+  auto* Wb = reinterpret_cast<dtc_bf16*>(smem_raw + L.Wb);  // [2][C][lk]
+  auto* Kb = reinterpret_cast<dtc_bf16*>(smem_raw + L.Kb);  // [2][C][lk]
+  float* Ub = reinterpret_cast<float*>(smem_raw + L.Ub);    // [2][C][lst]
+  float* Gs = reinterpret_cast<float*>(smem_raw + L.Gs);    // [2][4]: G_{C−4..C−1}
+  float* Sf = reinterpret_cast<float*>(smem_raw + L.Sf);    // [K][lst] S (fp32)
+  auto* Sn = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sn);  // [K][ls16] −S (bf16)
+  float* Vf = reinterpret_cast<float*>(smem_raw + L.Vf);    // [C][lst] Vn (fp32)
+  auto* Vb = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vb);  // [C][ls16] Vn (bf16)
+  const std::size_t rowk_el = (L.Kb - L.Wb) / 2 / sizeof(dtc_bf16), rowu_el = (L.Gs - L.Ub) / 2 / sizeof(float);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int warp = tid >> 5, lane = tid & 31;
+  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
+  const int part = seg / p.S, s = seg % p.S;
+  const int j0 = static_cast<int>(blockIdx.x) * TS;
+  const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
+  if (c0 == c1 && p.in_place) return;
+  const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
+  // the chunk's W, Kd rows, U tile and last G's into buffer `buf`, one commit group
+  auto issue = [&](index_t c, int buf) {
+    const at_chunk o(c, hv, HV, K, V);
+    dtc_bf16* wd = Wb + buf * rowk_el;
+    dtc_bf16* kdd = Kb + buf * rowk_el;
+    float* ud = Ub + buf * rowu_el;
+    for (int e = tid; e < C * k8; e += nt) {
+      const int i = e / k8, a = (e % k8) * 8;
+      cp_async16(wd + i * lk + a, p.w + o.ck + i * K + a);
+      cp_async16(kdd + i * lk + a, p.kd + o.ck + i * K + a);
+    }
+    for (int e = tid; e < C * (TS / 4); e += nt) {
+      const int i = e / (TS / 4), jj = (e % (TS / 4)) * 4;
+      cp_async16(ud + i * lst + jj, p.U + o.cv + static_cast<index_t>(i) * V + j0 + jj);
+    }
+    if (tid == 0) cp_async16(Gs + buf * 4, p.G + o.c + C - 4);
+    cp_async_commit();
+  };
+  if (c0 < c1) issue(c0, 0);
+  for (int e = tid; e < K * TS; e += nt) {
+    const int a = e / TS, jj = e % TS;
+    Sf[a * lst + jj] = p.state_in ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + jj] : 0.f;
+  }
+  __syncthreads();
+  // warp w owns S's row tiles w and w + 4 (K ≤ 128: at most 8) and Vn's row tile w
+  const int nst = K / 16;
+  const bool own0 = warp < nst, own1 = warp + 4 < nst;
+  frag_acc S0, S1;
+  w::fill_fragment(S0, 0.f), w::fill_fragment(S1, 0.f);
+  if (own0) w::load_matrix_sync(S0, Sf + warp * 16 * lst, lst, w::mem_row_major);
+  if (own1) w::load_matrix_sync(S1, Sf + (warp + 4) * 16 * lst, lst, w::mem_row_major);
+  // −S into Sn and S (bf16) as the state entering chunk `c`, from the warp's rows of Sf
+  const int lr = lane >> 1, lh = (lane & 1) * 8;
+  auto publish = [&](index_t c, bool write_h) {
+    for (int t = warp; t < nst; t += 4) {
+      const int a = t * 16 + lr;
+      *reinterpret_cast<uint4*>(Sn + a * ls16 + lh) = pack8(Sf + a * lst + lh, -1.f);
+      if (write_h) {
+        const at_chunk o(c, hv, HV, K, V);
+        *reinterpret_cast<uint4*>(p.h + o.kv + static_cast<index_t>(a) * V + j0 + lh) = pack8(Sf + a * lst + lh, 1.f);
+      }
+    }
+  };
+  if (c0 < c1) publish(c0, true);
+  for (index_t c = c0; c < c1; ++c) {
+    const int buf = static_cast<int>((c - c0) & 1);
+    const at_chunk o(c, hv, HV, K, V);
+    cp_async_wait_all();
+    __syncthreads();  // chunk c's tiles and −S visible; every warp done with the other buffer
+    if (c + 1 < c1) issue(c + 1, buf ^ 1);
+    const dtc_bf16* Wc = Wb + buf * rowk_el;
+    const dtc_bf16* Kc = Kb + buf * rowk_el;
+    {  // (3): Vn = U − W S, warp w: rows 16w..16w+15
+      frag_acc acc;
+      w::load_matrix_sync(acc, Ub + buf * rowu_el + warp * 16 * lst, lst, w::mem_row_major);
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        frag_a<w::row_major> fa;
+        frag_b<w::row_major> fb;
+        w::load_matrix_sync(fa, Wc + warp * 16 * lk + k0, static_cast<unsigned>(lk));
+        w::load_matrix_sync(fb, Sn + k0 * ls16, static_cast<unsigned>(ls16));
+        w::mma_sync(acc, fa, fb, acc);
+      }
+      float* vf = Vf + warp * 16 * lst;
+      w::store_matrix_sync(vf, acc, lst, w::mem_row_major);
+      __syncwarp();
+      const int i = warp * 16 + lr;
+      const uint4 v8 = pack8(Vf + i * lst + lh, 1.f);
+      *reinterpret_cast<uint4*>(Vb + i * ls16 + lh) = v8;
+      *reinterpret_cast<uint4*>(p.vn + o.cv + static_cast<index_t>(i) * V + j0 + lh) = v8;
+    }
+    const float eg = __expf(Gs[buf * 4 + 3]);
+#pragma unroll
+    for (int t = 0; t < S0.num_elements; ++t) S0.x[t] *= eg, S1.x[t] *= eg;
+    __syncthreads();  // Vn (bf16) complete
+    // (4): S ← e^{G_C} S + Kdᵀ Vn on the warp's row tiles; then its rows of Sf, Sn and the next h
+    auto update = [&](frag_acc& Sx, int t) {
+      for (int i0 = 0; i0 < C; i0 += 16) {
+        frag_a<w::col_major> fa;
+        frag_b<w::row_major> fb;
+        w::load_matrix_sync(fa, Kc + i0 * lk + t * 16, static_cast<unsigned>(lk));
+        w::load_matrix_sync(fb, Vb + i0 * ls16, static_cast<unsigned>(ls16));
+        w::mma_sync(Sx, fa, fb, Sx);
+      }
+      w::store_matrix_sync(Sf + t * 16 * lst, Sx, lst, w::mem_row_major);
+    };
+    if (own0) update(S0, warp);
+    if (own1) update(S1, warp + 4);
+    __syncwarp();
+    publish(c + 1, c + 1 < c1);
+  }
+  __syncthreads();
+  if (p.state_out)
+    for (int e = tid; e < K * TS; e += nt) {
+      const int a = e / TS, jj = e % TS;
+      p.state_out[sbase + static_cast<index_t>(a) * V + j0 + jj] = Sf[a * lst + jj];
+    }
+}
+
+// --- 3. delta_tc_output_kernel -----------------------------------------------------------------------
+
+struct delta_tc_output_smem {
+  std::size_t recs, Qs, Hs, As, Vs, O, bytes;
+  __host__ __device__ explicit delta_tc_output_smem(int K) {
+    using namespace dtc_detail;
+    recs = 0;
+    Qs = up128(chunk_len * sizeof(chunk_record));
+    Hs = Qs + up128(static_cast<std::size_t>(chunk_len) * ldb16(K) * sizeof(dtc_bf16));
+    As = Hs + up128(static_cast<std::size_t>(K) * ldv16 * sizeof(dtc_bf16));
+    Vs = As + up128(static_cast<std::size_t>(chunk_len) * ldv16 * sizeof(dtc_bf16));
+    O = Vs + up128(static_cast<std::size_t>(chunk_len) * ldv16 * sizeof(dtc_bf16));
+    bytes = O + static_cast<std::size_t>(chunk_len) * (dtc_out_tile + 4) * sizeof(float);
+  }
+};
+
+//! grid (max_chunks, HV, ⌈V / 64⌉), dtc_threads: (5).
+template <class Dev>
+__global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delta_tc_params<Dev> p) {
+  using namespace delta_detail;
+  using namespace dtc_detail;
+  constexpr int C = chunk_len, TV = dtc_out_tile, lo = dtc_out_tile + 4;
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, lk = ldb16(K), k8 = K / 8;
+  const delta_tc_output_smem L(K);
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
+  auto* Qs = reinterpret_cast<dtc_bf16*>(smem_raw + L.Qs);  // [C][lk]
+  auto* Hs = reinterpret_cast<dtc_bf16*>(smem_raw + L.Hs);  // [K][ldv16]
+  auto* As = reinterpret_cast<dtc_bf16*>(smem_raw + L.As);  // [C][ldv16]
+  auto* Vs = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vs);  // [C][ldv16]
+  float* O = reinterpret_cast<float*>(smem_raw + L.O);      // [C][lo]
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int j0 = static_cast<int>(blockIdx.z) * TV, n = min(TV, V - j0), n8 = n / 8;
+  const at_chunk o = begin_chunk(p, c, recs).o;
+  for (int e = tid; e < C * k8; e += nt) {
+    const int i = e / k8, a = (e % k8) * 8;
+    cp_async16(Qs + i * lk + a, p.qg + o.ck + i * K + a);
+  }
+  for (int e = tid; e < K * n8; e += nt) {
+    const int a = e / n8, jj = (e % n8) * 8;
+    cp_async16(Hs + a * ldv16 + jj, p.h + o.kv + static_cast<index_t>(a) * V + j0 + jj);
+  }
+  for (int e = tid; e < C * (C / 8); e += nt) {
+    const int i = e / (C / 8), j = (e % (C / 8)) * 8;
+    cp_async16(As + i * ldv16 + j, p.a + o.cc + i * C + j);
+  }
+  for (int e = tid; e < C * n8; e += nt) {
+    const int i = e / n8, jj = (e % n8) * 8;
+    cp_async16(Vs + i * ldv16 + jj, p.vn + o.cv + static_cast<index_t>(i) * V + j0 + jj);
+  }
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+  tile_mma2<row_major_t, row_major_t>(O, lo, Qs, lk, Hs, ldv16, K, As, ldv16, Vs, ldv16, C, C, n);
+  __syncthreads();
+  for (int e = tid; e < C * TV; e += nt) {
+    const int i = e / TV, jj = e % TV;
+    const chunk_record& r = recs[i];
+    if (!r.rd || jj >= n) continue;
+    const float val = O[i * lo + jj];
+    if (p.R == 1) p.o[r.hv * V + j0 + jj] = from_f32<Dev>(val);
+    else p.o_part[(r.hv * p.R + r.slot) * V + j0 + jj] = val;
+  }
+}
+
+// --- host side ---------------------------------------------------------------------------------------
+
+//! Whether the tensor-core forward takes this problem (else chunked_delta.cuh's exact kernels).
+template <class Dev>
+bool delta_tc_supported(const delta_params<Dev>& p) {
+  if constexpr (!std::is_same_v<Dev, dtc_bf16>) {
+    (void)p;
+    return false;
+  } else {
+    auto al = [](const void* x) { return reinterpret_cast<std::uintptr_t>(x) % 16 == 0; };
+    return p.K <= chunk_max_k && p.K % 16 == 0 && p.V % 16 == 0 && al(p.main.q) && al(p.main.k) && al(p.v) && al(p.shr.q) &&
+           al(p.shr.k);
+  }
+}
+
+//! The chunked delta-rule forward: the tensor-core kernels above where they apply, else the exact ones.
+template <class D, class Dev>
+void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+  if constexpr (std::is_same_v<Dev, dtc_bf16>) {
+    if (delta_tc_supported(p)) {
+      static const bool once = [api] {
+        const int k = chunk_max_k;
+        auto set = [api](const void* f, std::size_t bytes, const char* name) {
+          check(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), name, api);
+        };
+        set(reinterpret_cast<const void*>(delta_tc_prep_kernel<D, Dev>), delta_tc_prep_smem(k).bytes,
+            "cudaFuncSetAttribute(delta_tc_prep_kernel)");
+        set(reinterpret_cast<const void*>(delta_tc_state_kernel<Dev>), delta_tc_state_smem(k).bytes,
+            "cudaFuncSetAttribute(delta_tc_state_kernel)");
+        set(reinterpret_cast<const void*>(delta_tc_output_kernel<Dev>), delta_tc_output_smem(k).bytes,
+            "cudaFuncSetAttribute(delta_tc_output_kernel)");
+        return true;
+      }();
+      (void)once;
+      delta_tc_params<Dev> t;
+      static_cast<delta_params<Dev>&>(t) = p;
+      t.qg = reinterpret_cast<dtc_bf16*>(p.qn), t.kd = reinterpret_cast<dtc_bf16*>(p.kn);
+      t.w = reinterpret_cast<dtc_bf16*>(p.W), t.a = reinterpret_cast<dtc_bf16*>(p.A);
+      t.vn = reinterpret_cast<dtc_bf16*>(p.Vn), t.h = reinterpret_cast<dtc_bf16*>(p.hbuf);
+      const index_t chunks = p.rt.max_chunks;
+      if (chunks > 0) {
+        delta_tc_prep_kernel<D, Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), dtc_threads,
+                                       delta_tc_prep_smem(p.K).bytes, stream>>>(t);
+        check_launch("delta_tc_prep_kernel", api);
+      }
+      const dim3 grid(static_cast<unsigned>(p.V / dtc_scan_tile), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
+      delta_tc_state_kernel<Dev><<<grid, dtc_scan_threads, delta_tc_state_smem(p.K).bytes, stream>>>(t);
+      check_launch("delta_tc_state_kernel", api);
+      if (chunks > 0) {
+        const dim3 og(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV),
+                      static_cast<unsigned>((p.V + dtc_out_tile - 1) / dtc_out_tile));
+        delta_tc_output_kernel<Dev><<<og, dtc_threads, delta_tc_output_smem(p.K).bytes, stream>>>(t);
+        check_launch("delta_tc_output_kernel", api);
+      }
+      return;
+    }
+  }
+  enqueue_chunked_delta<D>(p, stream, api);
+}
+
+}  // namespace linstate::cuda_detail
