@@ -30,9 +30,11 @@
 //      router weights — into the per-slot partials of backward.cuh's contract (Z = 1).
 // All products are exact fp32 on the CUDA cores (tile_mma<float> and the kernels' own row/column dot
 // products) whatever the input type: the WY solve is sensitive to rounding, and this path is about
-// exactness first. Measured (H200, bf16, B = 1, H = 8, K = V = 128, T = 32768): forward 11.4 ms, forward
-// + backward 48.8 ms — 7–11× the recurrence's speed, 3–4× slower than the tensor-core GLA path; where
-// the time goes and the leads: docs/cuda.md, "Not done yet".
+// exactness first. For bf16 inputs the forward runs on tensor cores instead (chunked_delta_tc.cuh); the
+// backward always runs here. Measured (H200, bf16, B = 1, H = 8, K = V = 128, T = 32768; ncu): the
+// backward's recomputation prep 3.79 ms + state 4.43 ms, reverse scan 8.40 ms, gradient kernel 15.65 ms
+// (the sequential kernels stage each chunk by cp.async: state 6.43 → 4.43, rscan 11.08 → 8.40 before);
+// bench_cuda forward + backward 35.0 ms; docs/cuda.md, "Not done yet".
 //
 // Scratch (fp32, per chunk and value head): k̂, q̂, W [C,K]; U, Vn [C,V]; T, A [C,C]; G, b, 1/‖k‖,
 // 1/‖q‖ [C]; S [K,V]; the backward adds D [K,V], dO, dVn [C,V] and a workspace [C, 2K + V].
@@ -291,22 +293,24 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
 // --- 2. delta_state_kernel -------------------------------------------------------------------------
 //
 // Sequential over a stream's chunks, so the grid is small (streams × value heads × ⌈V/16⌉) and the
-// per-chunk latency is what counts: W and K̂ of the chunk are staged in shared memory with coalesced
-// loads, and the two products have their own thread maps with every thread busy — Vn = U − W S: row
+// per-chunk latency is what counts: G, W, K̂ and the U tile of the next chunk are copied into shared
+// memory by cp.async (double buffered) while this chunk computes, and the two products have their own thread maps with every thread busy — Vn = U − W S: row
 // i = tid/4, four columns each (a K-long dot, W's row broadcast to 4 threads, S's row read as a
 // float4); S' = e^{G_C} S + Kdᵀ Vn: row a = tid/2, eight columns each (a C-long dot).
 
 struct delta_state_smem {
-  std::size_t G, h, Vt, Ws, Kd, bytes;
+  std::size_t G, h, Vt, Ut, Ws, Kd, bytes;
   __host__ __device__ explicit delta_state_smem(int K) {
     using delta_detail::up16;
     const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
-    G = 0;
-    h = up16(chunk_len * sizeof(float));
+    const std::size_t rowu = static_cast<std::size_t>(chunk_len) * delta_detail::lds * sizeof(float);
+    G = 0;  // [2][C], and [2] of the U tile, W and K̂ below: the chunk in use and the next one
+    h = up16(2 * chunk_len * sizeof(float));
     Vt = h + static_cast<std::size_t>(chunk_max_k) * delta_detail::lds * sizeof(float);
-    Ws = Vt + static_cast<std::size_t>(chunk_len) * delta_detail::lds * sizeof(float);
-    Kd = Ws + rowk;
-    bytes = Kd + rowk;
+    Ut = Vt + rowu;
+    Ws = Ut + 2 * rowu;
+    Kd = Ws + 2 * rowk;
+    bytes = Kd + 2 * rowk;
   }
 };
 
@@ -319,6 +323,15 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+//! dst[i][a] = src[i·K + a] for a [C, K] block by cp.async (K a multiple of 4; not committed).
+__device__ __forceinline__ void stage_rows_async(float* dst, const float* src, int K) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x), k4 = K / 4, lk = ldk(K);
+  for (int e = tid; e < chunk_len * k4; e += nt) {
+    const int i = e / k4, a = (e % k4) * 4;
+    cp_async16(dst + i * lk + a, src + i * K + a);
+  }
+}
 
 static_assert(delta_scan_tile == 16 && delta_threads == 256 && chunk_len == 64 && chunk_max_k == 128,
               "the thread maps of delta_state_kernel / delta_rscan_kernel assume these sizes");
@@ -364,11 +377,12 @@ __global__ void __launch_bounds__(delta_threads) delta_state_kernel(const delta_
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int K = p.K, V = p.V, HV = p.HV, lk = ldk(K);
   const delta_state_smem L(K);
-  float* G = reinterpret_cast<float*>(smem_raw + L.G);
+  float* G2 = reinterpret_cast<float*>(smem_raw + L.G);   // [2][C]
   float* h = reinterpret_cast<float*>(smem_raw + L.h);    // [K][lds]
   float* Vt = reinterpret_cast<float*>(smem_raw + L.Vt);  // [C][lds]
-  float* Ws = reinterpret_cast<float*>(smem_raw + L.Ws);  // [C][lk]
-  float* Kd = reinterpret_cast<float*>(smem_raw + L.Kd);  // [C][lk]
+  float* Ut = reinterpret_cast<float*>(smem_raw + L.Ut);  // [2][C][lds]
+  float* Ws2 = reinterpret_cast<float*>(smem_raw + L.Ws); // [2][C][lk]
+  float* Kd2 = reinterpret_cast<float*>(smem_raw + L.Kd); // [2][C][lk]
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
   const int part = seg / p.S, s = seg % p.S;
@@ -378,16 +392,35 @@ __global__ void __launch_bounds__(delta_threads) delta_state_kernel(const delta_
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
   const int vi = tid / 4, vc = (tid % 4) * 4;  // Vn map: row, first column
   const int ha = tid / 2, hc = (tid % 2) * 8;  // state map: row, first column
+  // chunk c's G, W, K̂ and U tile into buffer `buf` by cp.async (one group): the next chunk's copies
+  // are in flight while this chunk computes
+  auto issue = [&](index_t c, int buf) {
+    const at_chunk o(c, hv, HV, K, V);
+    stage_rows_async(Ws2 + buf * C * lk, p.W + o.ck, K);
+    stage_rows_async(Kd2 + buf * C * lk, p.kn + o.ck, K);
+    const int n4 = n / 4;
+    for (int e = tid; e < C * n4; e += nt) {
+      const int i = e / n4, jj = (e % n4) * 4;
+      cp_async16(Ut + (buf * C + i) * lds + jj, p.U + o.cv + static_cast<index_t>(i) * V + j0 + jj);
+    }
+    if (tid < C / 4) cp_async16(G2 + buf * C + tid * 4, p.G + o.c + tid * 4);
+    cp_async_commit();
+  };
+  if (c0 < c1) issue(c0, 0);
   for (int e = tid; e < K * TS; e += nt) {
     const int a = e / TS, jj = e % TS;
     h[a * lds + jj] = (p.state_in && jj < n) ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + jj] : 0.f;
   }
   for (index_t c = c0; c < c1; ++c) {
     const at_chunk o(c, hv, HV, K, V);
-    if (tid < C) G[tid] = p.G[o.c + tid];
-    stage_rows(Ws, p.W + o.ck, K);
-    stage_rows(Kd, p.kn + o.ck, K);
-    __syncthreads();  // h complete (previous chunk), G, W, K̂ staged
+    const int buf = static_cast<int>((c - c0) & 1);
+    cp_async_wait_all();
+    __syncthreads();  // h complete (previous chunk), chunk c's G, W, K̂, U staged, the other buffer free
+    if (c + 1 < c1) issue(c + 1, buf ^ 1);
+    const float* G = G2 + buf * C;
+    const float* Ws = Ws2 + buf * C * lk;
+    float* Kd = Kd2 + buf * C * lk;
+    const float* Uc = Ut + buf * C * lds;
     for (int e = tid; e < K * TS; e += nt) {
       const int a = e / TS, jj = e % TS;
       if (jj < n) p.hbuf[o.kv + static_cast<index_t>(a) * V + j0 + jj] = h[a * lds + jj];
@@ -405,7 +438,7 @@ __global__ void __launch_bounds__(delta_threads) delta_state_kernel(const delta_
       for (int u = 0; u < 4; ++u) {
         const int jj = vc + u;
         float x = 0.f;
-        if (jj < n) x = p.U[row + jj] - acc[u], p.Vn[row + jj] = x;
+        if (jj < n) x = Uc[vi * lds + jj] - acc[u], p.Vn[row + jj] = x;
         Vt[vi * lds + jj] = x;
       }
     }
@@ -419,7 +452,6 @@ __global__ void __launch_bounds__(delta_threads) delta_state_kernel(const delta_
 #pragma unroll
       for (int u = 0; u < 8; ++u) h[ha * lds + hc + u] = acc[u];
     }
-    __syncthreads();  // before the next chunk restages W, K̂
   }
   __syncthreads();
   if (p.state_out)
@@ -534,14 +566,16 @@ __global__ void __launch_bounds__(delta_threads) delta_rscan_kernel(const delta_
     const chunk_where at = locate_chunk(p, c);
     __syncthreads();  // D complete, the previous chunk's tiles consumed
     load_records(p, c, at, h, hv, recs);
-    if (tid < C) G[tid] = p.G[o.c + tid];
-    stage_rows(Qg, p.qn + o.ck, K);
-    stage_rows(Kd, p.kn + o.ck, K);
-    stage_rows(Ws, p.W + o.ck, K);
+    // the chunk's tiles in one batch of cp.async (waited for below, after the dO rows)
+    if (tid < C / 4) cp_async16(G + tid * 4, p.G + o.c + tid * 4);
+    stage_rows_async(Qg, p.qn + o.ck, K);
+    stage_rows_async(Kd, p.kn + o.ck, K);
+    stage_rows_async(Ws, p.W + o.ck, K);
     for (int e = tid; e < C * C / 4; e += nt) {
       const int i = e / (C / 4), j = (e % (C / 4)) * 4;
-      *reinterpret_cast<float4*>(As + i * ldc + j) = *reinterpret_cast<const float4*>(p.A + o.cc + i * C + j);
+      cp_async16(As + i * ldc + j, p.A + o.cc + i * C + j);
     }
+    cp_async_commit();
     for (int e = tid; e < K * TS; e += nt) {
       const int a = e / TS, jj = e % TS;
       if (jj < n) p.dbuf[o.kv + static_cast<index_t>(a) * V + j0 + jj] = D[a * lds + jj];
@@ -559,6 +593,8 @@ __global__ void __launch_bounds__(delta_threads) delta_rscan_kernel(const delta_
           dOt[i * lds + jj] = x;
           if (jj < n) p.dO32[o.cv + static_cast<index_t>(i) * V + j0 + jj] = x;
         });
+    cp_async_wait_all();
+    __syncthreads();  // every thread's copies landed
     const float gl = G[C - 1];
     for (int e = tid; e < C * K; e += nt) {
       const int i = e / K, a = e % K;
