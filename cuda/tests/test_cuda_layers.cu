@@ -91,7 +91,8 @@ void check_layer(const char* name, index_t B, index_t T, index_t conv = 0) {
   const std::vector<float> x = normals(n, "x", 3), dout = normals(n, "dout", 4);
   host_parameters initial;
   mixer_step ref = cpu_mixer_step<V>(c, B, T, x, dout, initial);
-  INFO(std::string(name) << (std::is_same_v<Alg, linstate::recurrent> ? " (recurrent)" : "") << " B = " << B << ", T = " << T << ", short_conv = " << conv);
+  const std::string label = std::string(name) + (std::is_same_v<Alg, linstate::recurrent> ? " (recurrent)" : "");
+  INFO(label << " B = " << B << ", T = " << T << ", short_conv = " << conv);
 
   ly::cuda_token_mixer<V, Alg> G(c);
   // the initial values are the CPU layer's, bit for bit, in its order
@@ -164,7 +165,7 @@ void check_layer(const char* name, index_t B, index_t T, index_t conv = 0) {
     ok = same_bits(got.values[i], ref.params.values[i]) && ok;  // copy_from / copy_to round trip
   }
   INFO(report);
-  if (std::getenv("LAYERS_VERBOSE")) MESSAGE(std::string(name) << (std::is_same_v<Alg, linstate::recurrent> ? " (recurrent)" : "") << " B=" << B << " T=" << T << " conv=" << conv << "\n" << report);
+  if (std::getenv("LAYERS_VERBOSE")) MESSAGE(label << " B=" << B << " T=" << T << " conv=" << conv << "\n" << report);
   CHECK(ok);
 
   // the same step again: the same bits
