@@ -329,7 +329,7 @@ template <class Spec, class Strategy = linstate::varlen>
 void check_delta_tc(const char* what, const random_inputs& data) {
   const auto [ref, got] = both<Spec, Eigen::bfloat16, Strategy, chunked64>(data);
   const double ro = rms_ratio(got.o, ref.o), rs = rms_ratio(got.state, ref.final_state);
-  MESSAGE(what << ": o ratio " << ro << ", state ratio " << rs);
+  MESSAGE(std::string(what) << ": o ratio " << ro << ", state ratio " << rs);  // (a const char* prints as a pointer)
   CHECK(ro <= ratio_tol);
   CHECK(rs <= ratio_tol);
 }
