@@ -30,6 +30,8 @@ struct run_config {
   linstate::index_t short_conv = 4;  //!< width of every token mixer's short convolution (0: none)
   double conv_init_std = -1;         //!< mixer_config::conv_init_std (< 0: PyTorch's Conv1d default)
   bool diagnostics = true;
+  std::string load_path;  //!< a checkpoint to start from (parameters, AdamW moments, step count); "": fresh
+  std::string save_path;  //!< where to write the final checkpoint (atomically); "": none
 };
 
 //! One point of the evaluation curve.
@@ -98,6 +100,11 @@ run_result train_variant(const std::string& name, const run_config& c) {
                                   .total = c.steps,
                                   .floor = c.lr * c.lr_floor_fraction};
   // training data: seed-derived stream 1; held-out: stream 2 (another generator seed, never trained on)
+  std::int64_t first_step = 0;
+  if (!c.load_path.empty()) {  // throws linstate::error naming a truncated, corrupted or mismatched file
+    ly::load_checkpoint(c.load_path, ps, opt);
+    first_step = opt.steps();
+  }
   const mqar::generator train_gen(c.task, c.seed * 1000003ull + 1), eval_gen(c.task, c.seed * 1000003ull + 2);
   const std::int64_t T = c.task.seq_len, B = c.batch;
 
@@ -132,7 +139,7 @@ run_result train_variant(const std::string& name, const run_config& c) {
   double window_s = 0, window_loss = 0, window_acc = 0;
   int window_n = 0;
   evaluate(0);
-  for (std::int64_t s = 0; s < c.steps; ++s) {
+  for (std::int64_t s = first_step; s < c.steps; ++s) {
     const mqar::batch b = train_gen.make_batch(static_cast<std::uint64_t>(s * B), B);
     const double mixer0 = m.mixer_seconds(), kernel0 = m.kernel_seconds();
     const auto t0 = clock::now();
@@ -145,7 +152,7 @@ run_result train_variant(const std::string& name, const run_config& c) {
     const auto t2 = clock::now();
     const double dt = std::chrono::duration<double>(t2 - t0).count();
     train_s += dt, model_s += std::chrono::duration<double>(t1 - t0).count();
-    if (s > 0) {  // the first step allocates the buffers: not in the split
+    if (s > first_step) {  // the first step allocates the buffers: not in the split
       model_s_after_first += std::chrono::duration<double>(t1 - t0).count();
       mixer_s += m.mixer_seconds() - mixer0, kernel_s += m.kernel_seconds() - kernel0;
     }
@@ -161,12 +168,14 @@ run_result train_variant(const std::string& name, const run_config& c) {
     if ((s + 1) % c.eval_every == 0 && s + 1 != c.steps) evaluate(s + 1);
   }
   const eval_point last = evaluate(c.steps);
+  if (!c.save_path.empty()) ly::save_checkpoint(c.save_path, ps, opt, "mqar " + name + " seed " + std::to_string(c.seed));
   r.final_accuracy = last.accuracy, r.final_loss = last.loss;
   r.train_seconds = train_s;
-  r.train_tokens_per_s = train_s > 0 ? static_cast<double>(c.steps * B * T) / train_s : 0;
-  r.step_ms_model = c.steps ? 1e3 * model_s / static_cast<double>(c.steps) : 0;
-  if (c.steps > 1) {  // the split over the steps after the first (model_s_after_first covers the same steps)
-    const double n = static_cast<double>(c.steps - 1), scale = model_s_after_first > 0 ? 1e3 / n : 0;
+  const std::int64_t ran = c.steps - first_step;  // steps this run trained (all of them without --load)
+  r.train_tokens_per_s = train_s > 0 ? static_cast<double>(ran * B * T) / train_s : 0;
+  r.step_ms_model = ran > 0 ? 1e3 * model_s / static_cast<double>(ran) : 0;
+  if (ran > 1) {  // the split over the steps after the first (model_s_after_first covers the same steps)
+    const double n = static_cast<double>(ran - 1), scale = model_s_after_first > 0 ? 1e3 / n : 0;
     r.step_ms_mixer = scale * mixer_s, r.step_ms_kernel = scale * kernel_s;
     r.step_ms_model = 1e3 * model_s_after_first / n;
   }
