@@ -105,14 +105,13 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
   const bool parallel = tasks > 1 && nthreads > 1 && work > 4.0e4;
   (void)nthreads;
   (void)parallel;
-  // One partition that sees every token (GLA and the other single-state diagonal variants), chunked:
+  // One partition that sees every token (GLA, GDN and the other single-state variants), chunked:
   // each thread takes a block of value heads of a sequence and runs them chunk by chunk in lockstep,
   // so a chunk's input rows of neighbouring heads, which share pages (a token's heads are contiguous),
   // are read together instead of one head's rows a page apart over the whole sequence; and each output
   // row, which comes from exactly one chunk, is written straight into `o` (no fp32 accumulator). The
   // same operations on the same values as run_chunked, in another order across heads only.
-  constexpr bool diagonal = !generic && !is_delta<D>;
-  const bool lockstep = diagonal && chunk > 0 && P == 1 && !routed;
+  const bool lockstep = !generic && chunk > 0 && P == 1 && !routed;
 
 #if LINSTATE_HAS_OPENMP
 #pragma omp parallel num_threads(nthreads) if (parallel)
@@ -129,7 +128,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     else csc.reserve(chunk, K, V);
     std::vector<float> o_acc;
     if (lockstep) {
-      if constexpr (diagonal) {
+      if constexpr (!generic) {
 #if LINSTATE_HAS_OPENMP
         const index_t team = omp_get_num_threads();
 #else
@@ -148,12 +147,16 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
           for (index_t c0 = 0; c0 < len; c0 += chunk)
             for (index_t hv = hv0; hv < hv1; ++hv) {
               const target tg{pb.key_head(hv), hv, state + (s * HV + hv) * K * V, nullptr, tok0};
-              if (!chunk_step<D>(pb, main_src, st, tg, c0, chunk, csc)) continue;
+              bool any_r;
+              if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, main_src, st, tg, c0, chunk, dsc);
+              else any_r = chunk_step<D>(pb, main_src, st, tg, c0, chunk, csc);
+              if (!any_r) continue;
+              const RowMat& O = is_delta<D> ? dsc.O : csc.O;
               LINSTATE_PHASE_START;
               const index_t m = std::min(chunk, len - c0);
               for (index_t i = 0; i < m; ++i) {
                 Scalar* dst = o + ((tok0 + c0 + i) * HV + hv) * V;
-                const float* a = csc.O.row(i).data();
+                const float* a = O.row(i).data();
                 for (index_t j = 0; j < V; ++j) dst[j] = detail::from_float<Scalar>(a[j] + 0.f);  // + 0: as 0 + O in o_acc
               }
               LINSTATE_PHASE(store);

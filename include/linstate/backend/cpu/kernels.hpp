@@ -404,99 +404,109 @@ struct delta_scratch {
   }
 };
 
+//! One chunk of run_chunked_delta (as chunk_step for the diagonal family): updates the state and,
+//! when a step of the chunk reads, leaves its output rows in sc.O.topRows(m) and returns true.
+template <class D, class Scalar>
+bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg, index_t c0,
+                      index_t C, delta_scratch& sc) {
+  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
+  Eigen::Map<RowMat> Sm(tg.state, K, V);
+  LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
+  const index_t m = std::min(C, st.n - c0);
+  bool any_w = false, any_r = false;
+  double gsum = 0.;  // G: the floored λ summed in fp64, each G_i rounded once to fp32
+  for (index_t i = 0; i < m; ++i) {
+    const index_t s = c0 + i, t = st.token[s];
+    const std::uint8_t f = st.flag(s);
+    const bool w = f & detail::route_write, r = f & detail::route_read;
+    any_w |= w, any_r |= r;
+    float* qrow = sc.Q.row(i).data();
+    float* krow = sc.Kc.row(i).data();
+    float* vrow = sc.Vc.row(i).data();
+    if (r) {
+      load(src.q + (t * H + tg.h) * K, qrow, K);
+      if (D::l2norm_qk) l2normalize(qrow, K);
+      const float mul = pb.scale * st.wgt_r(s);
+      for (index_t a = 0; a < K; ++a) qrow[a] *= mul;
+    } else {
+      std::fill(qrow, qrow + K, 0.f);
+    }
+    if (w) {
+      load(src.k + (t * H + tg.h) * K, krow, K);
+      if (D::l2norm_qk) l2normalize(krow, K);
+      load(src.v + (t * HV + tg.hv) * V, vrow, V);
+      gsum += detail::chunked_log_decay(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
+      sc.beta[static_cast<std::size_t>(i)] = D::write_strength(detail::to_float(src.beta[t * HV + tg.hv]), st.wgt_w(s));
+    } else {
+      std::fill(krow, krow + K, 0.f);
+      std::fill(vrow, vrow + V, 0.f);
+      sc.beta[static_cast<std::size_t>(i)] = 0.f;
+    }
+    sc.G[static_cast<std::size_t>(i)] = static_cast<float>(gsum);  // inclusive local cumsum
+  }
+  LINSTATE_PHASE(staging);
+  if (!any_w && !any_r) return false;
+  auto Q = sc.Q.topRows(m);
+  auto Kc = sc.Kc.topRows(m);
+  auto O = sc.O.topRows(m);
+  const float* G = sc.G.data();
+  if (!any_w) {  // read only: o = (Q ⊙ e^{G}) S — no decay applies (g frozen), so G ≡ 0
+    O.noalias() = Q * Sm;
+  } else {
+    auto Vc = sc.Vc.topRows(m);
+    auto L = sc.L.topLeftCorner(m, m);
+    auto A = sc.A.topLeftCorner(m, m);
+    auto RHS = sc.RHS.topLeftCorner(m, V + K);
+    auto Vn = sc.Vn.topRows(m);
+    // L = I + strict_lower(diag(β) K Kᵀ ⊙ Γ)
+    L.noalias() = Kc * Kc.transpose();
+    LINSTATE_PHASE(gemm);
+    for (index_t i = 0; i < m; ++i) {
+      const float bi = sc.beta[static_cast<std::size_t>(i)];
+      for (index_t j = 0; j < i; ++j) L(i, j) *= bi * std::exp(G[i] - G[j]);
+    }
+    // RHS = [diag(β) V | diag(β) (K ⊙ e^{G})]
+    for (index_t i = 0; i < m; ++i) {
+      const float bi = sc.beta[static_cast<std::size_t>(i)];
+      RHS.row(i).head(V) = bi * Vc.row(i);
+      RHS.row(i).tail(K) = (bi * std::exp(G[i])) * Kc.row(i);
+    }
+    LINSTATE_PHASE(exps);
+    L.template triangularView<Eigen::UnitLower>().solveInPlace(RHS);
+    LINSTATE_PHASE(solve);
+    Vn.noalias() = RHS.leftCols(V);                  // U
+    Vn.noalias() -= RHS.rightCols(K) * Sm;           // V_new = U − W S
+    LINSTATE_PHASE(gemm);
+    if (any_r) {
+      A.noalias() = Q * Kc.transpose();
+      LINSTATE_PHASE(gemm);
+      for (index_t i = 0; i < m; ++i) {
+        for (index_t j = 0; j <= i; ++j) A(i, j) *= std::exp(G[i] - G[j]);
+        for (index_t j = i + 1; j < m; ++j) A(i, j) = 0.f;
+      }
+      for (index_t i = 0; i < m; ++i) Q.row(i) *= std::exp(G[i]);
+      LINSTATE_PHASE(exps);
+      O.noalias() = Q * Sm;
+      O.noalias() += A * Vn;
+      LINSTATE_PHASE(gemm);
+    }
+    const float glast = G[m - 1];
+    for (index_t i = 0; i < m; ++i) Kc.row(i) *= std::exp(glast - G[i]);
+    Sm *= std::exp(glast);
+    LINSTATE_PHASE(exps);
+    Sm.noalias() += Kc.transpose() * Vn;
+    LINSTATE_PHASE(gemm);
+  }
+  return any_r;
+}
+
 template <class D, class Scalar>
 void run_chunked_delta(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg, index_t C,
                        delta_scratch& sc) {
-  const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
-  Eigen::Map<RowMat> Sm(tg.state, K, V);
   for (index_t c0 = 0; c0 < st.n; c0 += C) {
-    LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
-    const index_t m = std::min(C, st.n - c0);
-    bool any_w = false, any_r = false;
-    double gsum = 0.;  // G: the floored λ summed in fp64, each G_i rounded once to fp32
-    for (index_t i = 0; i < m; ++i) {
-      const index_t s = c0 + i, t = st.token[s];
-      const std::uint8_t f = st.flag(s);
-      const bool w = f & detail::route_write, r = f & detail::route_read;
-      any_w |= w, any_r |= r;
-      float* qrow = sc.Q.row(i).data();
-      float* krow = sc.Kc.row(i).data();
-      float* vrow = sc.Vc.row(i).data();
-      if (r) {
-        load(src.q + (t * H + tg.h) * K, qrow, K);
-        if (D::l2norm_qk) l2normalize(qrow, K);
-        const float mul = pb.scale * st.wgt_r(s);
-        for (index_t a = 0; a < K; ++a) qrow[a] *= mul;
-      } else {
-        std::fill(qrow, qrow + K, 0.f);
-      }
-      if (w) {
-        load(src.k + (t * H + tg.h) * K, krow, K);
-        if (D::l2norm_qk) l2normalize(krow, K);
-        load(src.v + (t * HV + tg.hv) * V, vrow, V);
-        gsum += detail::chunked_log_decay(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
-        sc.beta[static_cast<std::size_t>(i)] = D::write_strength(detail::to_float(src.beta[t * HV + tg.hv]), st.wgt_w(s));
-      } else {
-        std::fill(krow, krow + K, 0.f);
-        std::fill(vrow, vrow + V, 0.f);
-        sc.beta[static_cast<std::size_t>(i)] = 0.f;
-      }
-      sc.G[static_cast<std::size_t>(i)] = static_cast<float>(gsum);  // inclusive local cumsum
-    }
-    LINSTATE_PHASE(staging);
-    if (!any_w && !any_r) continue;
-    auto Q = sc.Q.topRows(m);
-    auto Kc = sc.Kc.topRows(m);
-    auto O = sc.O.topRows(m);
-    const float* G = sc.G.data();
-    if (!any_w) {  // read only: o = (Q ⊙ e^{G}) S — no decay applies (g frozen), so G ≡ 0
-      O.noalias() = Q * Sm;
-    } else {
-      auto Vc = sc.Vc.topRows(m);
-      auto L = sc.L.topLeftCorner(m, m);
-      auto A = sc.A.topLeftCorner(m, m);
-      auto RHS = sc.RHS.topLeftCorner(m, V + K);
-      auto Vn = sc.Vn.topRows(m);
-      // L = I + strict_lower(diag(β) K Kᵀ ⊙ Γ)
-      L.noalias() = Kc * Kc.transpose();
-      LINSTATE_PHASE(gemm);
-      for (index_t i = 0; i < m; ++i) {
-        const float bi = sc.beta[static_cast<std::size_t>(i)];
-        for (index_t j = 0; j < i; ++j) L(i, j) *= bi * std::exp(G[i] - G[j]);
-      }
-      // RHS = [diag(β) V | diag(β) (K ⊙ e^{G})]
-      for (index_t i = 0; i < m; ++i) {
-        const float bi = sc.beta[static_cast<std::size_t>(i)];
-        RHS.row(i).head(V) = bi * Vc.row(i);
-        RHS.row(i).tail(K) = (bi * std::exp(G[i])) * Kc.row(i);
-      }
-      LINSTATE_PHASE(exps);
-      L.template triangularView<Eigen::UnitLower>().solveInPlace(RHS);
-      LINSTATE_PHASE(solve);
-      Vn.noalias() = RHS.leftCols(V);                  // U
-      Vn.noalias() -= RHS.rightCols(K) * Sm;           // V_new = U − W S
-      LINSTATE_PHASE(gemm);
-      if (any_r) {
-        A.noalias() = Q * Kc.transpose();
-        LINSTATE_PHASE(gemm);
-        for (index_t i = 0; i < m; ++i) {
-          for (index_t j = 0; j <= i; ++j) A(i, j) *= std::exp(G[i] - G[j]);
-          for (index_t j = i + 1; j < m; ++j) A(i, j) = 0.f;
-        }
-        for (index_t i = 0; i < m; ++i) Q.row(i) *= std::exp(G[i]);
-        LINSTATE_PHASE(exps);
-        O.noalias() = Q * Sm;
-        O.noalias() += A * Vn;
-        LINSTATE_PHASE(gemm);
-      }
-      const float glast = G[m - 1];
-      for (index_t i = 0; i < m; ++i) Kc.row(i) *= std::exp(glast - G[i]);
-      Sm *= std::exp(glast);
-      LINSTATE_PHASE(exps);
-      Sm.noalias() += Kc.transpose() * Vn;
-      LINSTATE_PHASE(gemm);
-    }
-    if (any_r) add_read_rows(st, c0, m, sc.O, tg, V);
+    if (!chunk_step_delta<D>(pb, src, st, tg, c0, C, sc)) continue;
+    LINSTATE_PHASE_START;
+    add_read_rows(st, c0, std::min(C, st.n - c0), sc.O, tg, pb.V);
     LINSTATE_PHASE(store);
   }
 }
