@@ -26,6 +26,18 @@ expect_error unknown_variant 'unknown variant "glaa"' --variants glaa --out "$DI
 expect_error heads 'does not divide into --heads 3 heads' --d-model 16 --heads 3 --out "$DIR/o2" "${TINY[@]}"
 expect_error not_a_number '--steps takes an integer, got "ten"' --steps ten --out "$DIR/o3"
 expect_error unwritable 'cannot create the output folder' --out /proc/version/sub "${TINY[@]}"
+expect_error device '--device takes cpu or cuda, got "tpu"' --device tpu --out "$DIR/o4" "${TINY[@]}"
+expect_error jobs '--jobs 3 exceeds --threads 1' --jobs 3 --out "$DIR/o5" "${TINY[@]}"
+if ! "$MQAR" --help | grep -q -- '--device D'; then echo "FAIL --help does not list --device"; fails=$((fails+1)); fi
+
+# runs side by side (--jobs 2, one thread each) compute what the same runs compute one at a time on one thread
+J=(--steps 4 --vocab 16 --seq-len 16 --pairs 2 --d-model 16 --layers 1 --batch 4 --eval 8 --no-diagnostics --variants gla,sse_n4k1s --seeds 1,2)
+"$MQAR" "${J[@]}" --threads 2 --jobs 2 --out "$DIR/jobs2" > "$DIR/jobs2.out" 2>&1 \
+  && "$MQAR" "${J[@]}" --threads 1 --jobs 1 --out "$DIR/jobs1" > "$DIR/jobs1.out" 2>&1 \
+  && grep -q '2 run(s) side by side on 1 thread(s) each' "$DIR/jobs2.out" \
+  && cmp -s "$DIR/jobs2/curves.csv" "$DIR/jobs1/curves.csv" \
+  && echo "ok   jobs: 4 runs side by side give the curves of the same runs one at a time" \
+  || { echo "FAIL jobs: side-by-side runs differ from sequential ones (or a run failed)"; tail -3 "$DIR/jobs2.out"; fails=$((fails+1)); }
 
 # a good run with checkpoints, then loads of a truncated, a mismatched and a missing file
 "$MQAR" --variants gla --seeds 1 --out "$DIR/run" --save-checkpoints "${TINY[@]}" > "$DIR/good.out" 2>&1 || {

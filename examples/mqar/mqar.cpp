@@ -6,9 +6,10 @@
 //   mqar [--variants gla,sse_n4k1s,sse_n8k2,gdn,sse_gdn] [--steps N] [--seeds 1,2,3] [--vocab V]
 //        [--seq-len T] [--pairs P] [--d-model D] [--layers L] [--heads H] [--batch B] [--lr LR]
 //        [--short-conv W] [--conv-init-std S] [--threads N] [--eval N] [--eval-every N] [--log-every N]
-//        [--out DIR] [--no-diagnostics] [--save-checkpoints] [--load FILE]
+//        [--out DIR] [--no-diagnostics] [--save-checkpoints] [--load FILE] [--device cpu|cuda]
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -17,6 +18,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -39,13 +42,19 @@ struct variant_entry {
   const char* name;
   const char* label;
   run_result (*run)(const run_config&);
+  run_result (*run_cuda)(const run_config&);  //!< nullptr: this build has no CUDA backend
 };
+#if defined(MQAR_CUDA)
+#define MQAR_ON_GPU(f) f
+#else
+#define MQAR_ON_GPU(f) nullptr
+#endif
 const variant_entry all_variants[] = {
-    {"gla", "GLA", mqar_cmd::run_gla},
-    {"sse_n4k1s", "SSE-n4k1 + shared", mqar_cmd::run_sse_n4k1s},
-    {"sse_n8k2", "SSE-n8k2", mqar_cmd::run_sse_n8k2},
-    {"gdn", "GDN", mqar_cmd::run_gdn},
-    {"sse_gdn", "SSE-GDN-n4k1 + shared", mqar_cmd::run_sse_gdn},
+    {"gla", "GLA", mqar_cmd::run_gla, MQAR_ON_GPU(mqar_cmd::run_gla_cuda)},
+    {"sse_n4k1s", "SSE-n4k1 + shared", mqar_cmd::run_sse_n4k1s, MQAR_ON_GPU(mqar_cmd::run_sse_n4k1s_cuda)},
+    {"sse_n8k2", "SSE-n8k2", mqar_cmd::run_sse_n8k2, MQAR_ON_GPU(mqar_cmd::run_sse_n8k2_cuda)},
+    {"gdn", "GDN", mqar_cmd::run_gdn, MQAR_ON_GPU(mqar_cmd::run_gdn_cuda)},
+    {"sse_gdn", "SSE-GDN-n4k1 + shared", mqar_cmd::run_sse_gdn, MQAR_ON_GPU(mqar_cmd::run_sse_gdn_cuda)},
 };
 
 [[noreturn]] void die(const std::string& m) {
@@ -191,7 +200,9 @@ void usage() {
       "  --lr LR           peak learning rate (default 5e-3; warm-up 10%%, cosine to 10%%)\n"
       "  --short-conv W    width of the token mixers' causal short convolution on q, k, v (default 4; 0: none)\n"
       "  --conv-init-std S its init N(0, S^2) (fla's models: 0.02); default: PyTorch's Conv1d U(+-1/sqrt(W))\n"
-      "  --threads N       OpenMP / Eigen threads (default 2)\n"
+      "  --threads N       CPU threads in all (default 2)\n"
+      "  --jobs J          runs (variant, seed) trained side by side, each on threads/J threads (default: the smaller\n"
+      "                    of --threads and the number of runs; 1 with --device cuda or --load)\n"
       "  --eval N          held-out examples (default 512)\n"
       "  --eval-every N    steps between evaluations (default steps/10)\n"
       "  --log-every N     steps between progress lines (default steps/20)\n"
@@ -199,6 +210,8 @@ void usage() {
       "  --no-diagnostics  skip the state diagnostics of the first block\n"
       "  --save-checkpoints  write DIR/<variant>_seed<S>.ckpt after each run (parameters, AdamW state; atomic)\n"
       "  --load FILE       start from a checkpoint (one variant, one seed): trains on from its step to --steps\n"
+      "  --device D        cpu (default) or cuda: the whole model, AdamW and clipping on the GPU (a build with nvcc);\n"
+      "                    the same initial parameters, data and checkpoint format as on the CPU\n"
       "On a shared or loaded machine set OMP_WAIT_POLICY=passive: spinning OpenMP threads slow training by 10x or more there.\n");
 }
 
@@ -214,8 +227,8 @@ int main(int argc, char** argv) {
   for (const auto& v : all_variants) names.push_back(v.name);
   std::vector<std::uint64_t> seeds = {1};
   std::string out = "mqar_out";
-  std::int64_t eval_every = 0, log_every = 0;
-  std::string load;
+  std::int64_t eval_every = 0, log_every = 0, jobs = 0;
+  std::string load, device = "cpu";
   bool save_ckpt = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -249,11 +262,13 @@ int main(int argc, char** argv) {
     else if (a == "--short-conv") c.short_conv = to_int(a, v, 0);
     else if (a == "--conv-init-std") c.conv_init_std = to_real(a, v);
     else if (a == "--threads") c.threads = static_cast<int>(to_int(a, v, 1));
+    else if (a == "--jobs") jobs = to_int(a, v, 1);
     else if (a == "--eval") c.eval_examples = to_int(a, v, 1);
     else if (a == "--eval-every") eval_every = to_int(a, v, 1);
     else if (a == "--log-every") log_every = to_int(a, v, 1);
     else if (a == "--out") out = v;
     else if (a == "--load") load = v;
+    else if (a == "--device") device = v;
     else die("unknown option " + a + " (see --help)");
   }
   std::vector<const variant_entry*> chosen;
@@ -265,6 +280,9 @@ int main(int argc, char** argv) {
     chosen.push_back(e);
   }
   if (chosen.empty()) die("--variants names no variant");
+  if (device != "cpu" && device != "cuda") die("--device takes cpu or cuda, got \"" + device + "\"");
+  if (device == "cuda" && !chosen.front()->run_cuda)
+    die("--device cuda: this mqar was built without the CUDA backend (build it where nvcc is found: meson setup -Dcuda=enabled)");
   if (seeds.empty()) die("--seeds names no seed");
   if (!load.empty() && (chosen.size() != 1 || seeds.size() != 1))
     die("--load " + load + " needs one variant and one seed (--variants V --seeds S)");
@@ -280,47 +298,100 @@ int main(int argc, char** argv) {
   // the output folder: created, and checked writable before any training
   if (::mkdir(out.c_str(), 0755) != 0 && errno != EEXIST) die("cannot create the output folder " + out + ": " + std::strerror(errno));
   if (::access(out.c_str(), W_OK) != 0) die("the output folder " + out + " is not writable");
+  // the runs, in the order of the table; --jobs of them side by side, each on threads/jobs threads
+  struct task {
+    std::size_t variant, seed;
+  };
+  std::vector<task> tasks;
+  for (std::size_t vi = 0; vi < chosen.size(); ++vi)
+    for (std::size_t si = 0; si < seeds.size(); ++si) tasks.push_back({vi, si});
+  if (device == "cuda" || !load.empty()) {
+    if (jobs > 1) die("--jobs " + std::to_string(jobs) + " needs --device cpu and no --load (runs one at a time there)");
+    jobs = 1;
+  }
+  if (!jobs) jobs = std::min<std::int64_t>(c.threads, static_cast<std::int64_t>(tasks.size()));
+  jobs = std::max<std::int64_t>(1, std::min<std::int64_t>(jobs, static_cast<std::int64_t>(tasks.size())));
+  if (jobs > c.threads) die("--jobs " + std::to_string(jobs) + " exceeds --threads " + std::to_string(c.threads));
+  const int per_job = static_cast<int>(c.threads / jobs);
 #if defined(_OPENMP)
-  omp_set_num_threads(c.threads);
+  omp_set_num_threads(per_job);
 #endif
-  Eigen::setNbThreads(c.threads);
+  Eigen::setNbThreads(per_job);
 
-  std::printf("mqar: vocab %d, seq_len %d, %d pairs (%d queries), d_model %lld, %lld layers, %lld heads, batch %lld, "
-              "%lld steps, lr %.1e, %d threads (linstate::cpu_threads %d), seeds",
-              c.task.vocab_size, c.task.seq_len, c.task.num_kv_pairs, c.task.queries(), static_cast<long long>(c.d_model),
+  std::printf("mqar: device %s, vocab %d, seq_len %d, %d pairs (%d queries), d_model %lld, %lld layers, %lld heads, batch %lld, "
+              "%lld steps, lr %.1e, %d threads: %lld run(s) side by side on %d thread(s) each, seeds",
+              device.c_str(), c.task.vocab_size, c.task.seq_len, c.task.num_kv_pairs, c.task.queries(), static_cast<long long>(c.d_model),
               static_cast<long long>(c.layers), static_cast<long long>(c.heads), static_cast<long long>(c.batch),
-              static_cast<long long>(c.steps), c.lr, c.threads, linstate::cpu_threads());
+              static_cast<long long>(c.steps), c.lr, c.threads, static_cast<long long>(jobs), per_job);
   for (auto s : seeds) std::printf(" %llu", static_cast<unsigned long long>(s));
   std::printf("\n");
 
-  std::vector<std::pair<std::string, std::vector<run_result>>> by_variant;
-  std::string diag_md;
-  for (const auto* e : chosen) {
-    by_variant.push_back({e->label, {}});
-    for (const auto s : seeds) {
-      run_config rc = c;
-      rc.seed = s;
-      rc.diagnostics = c.diagnostics && s == seeds.front();
-      rc.load_path = load;
-      if (save_ckpt) rc.save_path = out + "/" + e->name + "_seed" + std::to_string(s) + ".ckpt";
+  std::vector<std::vector<run_result>> results(chosen.size(), std::vector<run_result>(seeds.size()));
+  std::mutex out_mutex;  // the end-of-run lines of side-by-side runs
+  std::string error;     // the first run's error (a one-line message)
+  auto run_task = [&](const task& t) {
+    const variant_entry* e = chosen[t.variant];
+    const std::uint64_t s = seeds[t.seed];
+    run_config rc = c;
+    rc.seed = s;
+    rc.threads = per_job;
+    rc.reset_rss = jobs == 1;
+    rc.diagnostics = c.diagnostics && t.seed == 0;
+    rc.load_path = load;
+    if (save_ckpt) rc.save_path = out + "/" + e->name + "_seed" + std::to_string(s) + ".ckpt";
+    {
+      std::lock_guard<std::mutex> lk(out_mutex);
       std::printf("== %s, seed %llu\n", e->label, static_cast<unsigned long long>(s));
       std::fflush(stdout);
-      run_result r;
-      try {
-        r = e->run(rc);
-      } catch (const std::exception& ex) {
-        die(std::string(e->name) + ": " + ex.what());
-      }
-      std::printf("== %s, seed %llu: %lld parameters, held-out accuracy %.4f, %.0f training tokens/s, %.1f s\n", e->label,
-                  static_cast<unsigned long long>(s), static_cast<long long>(r.parameters), r.final_accuracy,
-                  r.train_tokens_per_s, r.total_seconds);
-      if (!r.diagnostics.empty()) {
-        std::printf("%s\n", r.diagnostics.c_str());
-        diag_md += "### " + std::string(e->label) + " (block 0, seed " + std::to_string(s) + ")\n\n" + r.diagnostics + "\n";
-      }
-      std::fflush(stdout);
-      by_variant.back().second.push_back(std::move(r));
     }
+    run_result r;
+    try {
+      r = device == "cuda" ? e->run_cuda(rc) : e->run(rc);
+    } catch (const std::exception& ex) {
+      std::lock_guard<std::mutex> lk(out_mutex);
+      if (error.empty()) error = std::string(e->name) + ": " + ex.what();
+      return;
+    }
+    std::lock_guard<std::mutex> lk(out_mutex);
+    std::printf("== %s, seed %llu: %lld parameters, held-out accuracy %.4f, %.0f training tokens/s, %.1f s\n", e->label,
+                static_cast<unsigned long long>(s), static_cast<long long>(r.parameters), r.final_accuracy, r.train_tokens_per_s,
+                r.total_seconds);
+    if (!r.diagnostics.empty()) std::printf("%s\n", r.diagnostics.c_str());
+    std::fflush(stdout);
+    results[t.variant][t.seed] = std::move(r);
+  };
+  if (jobs == 1) {
+    for (const auto& t : tasks) {
+      run_task(t);
+      if (!error.empty()) die(error);
+    }
+  } else {
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> workers;
+    for (std::int64_t j = 0; j < jobs; ++j)
+      workers.emplace_back([&] {
+#if defined(_OPENMP)
+        omp_set_num_threads(per_job);  // this thread's OpenMP teams
+#endif
+        for (std::size_t i; (i = next.fetch_add(1)) < tasks.size();) {
+          {
+            std::lock_guard<std::mutex> lk(out_mutex);
+            if (!error.empty()) return;
+          }
+          run_task(tasks[i]);
+        }
+      });
+    for (auto& w : workers) w.join();
+    if (!error.empty()) die(error);
+  }
+  std::vector<std::pair<std::string, std::vector<run_result>>> by_variant;
+  std::string diag_md;
+  for (std::size_t vi = 0; vi < chosen.size(); ++vi) {
+    by_variant.push_back({chosen[vi]->label, std::move(results[vi])});
+    const auto& first = by_variant.back().second.front();
+    if (!first.diagnostics.empty())
+      diag_md += "### " + std::string(chosen[vi]->label) + " (block 0, seed " + std::to_string(seeds.front()) + ")\n\n" +
+                 first.diagnostics + "\n";
   }
 
   // results
@@ -331,15 +402,18 @@ int main(int argc, char** argv) {
      << c.task.queries() << " queries), d_model " << c.d_model << ", " << c.layers << " layers, " << c.heads << " heads, batch "
      << c.batch << ", " << c.steps << " steps, peak lr " << c.lr << " (warm-up 10 %, cosine to 10 %), AdamW wd " << c.weight_decay
      << ", clip " << c.clip << ", short convolution " << (c.short_conv ? "width " + std::to_string(c.short_conv) : std::string("off"))
-     << ", " << c.threads << " threads; held-out set: " << c.eval_examples
+     << ", " << (device == "cuda" ? std::string("on the GPU (--device cuda)")
+                                  : std::to_string(c.threads) + " threads (" + std::to_string(jobs) + " run(s) side by side)")
+     << "; held-out set: " << c.eval_examples
      << " examples of another generator seed. Chance (uniform over the values): " << fmt("%.4f", chance) << ".\n\n"
      << "| variant | parameters | held-out accuracy, mean ± sd (min–max) | per seed | held-out loss | training tokens/s | s per run "
-        "| ms per step: model (token mixers / of which state kernel) | peak RSS MiB |\n"
-     << "|---|---:|---|---|---:|---:|---:|---|---:|\n";
+        "| ms per step: model (token mixers / of which state kernel) | peak RSS MiB |"
+     << (device == "cuda" ? " GPU memory MiB |\n" : "\n") << "|---|---:|---|---|---:|---:|---:|---|---:|"
+     << (device == "cuda" ? "---:|\n" : "\n");
   csv << "variant,seed,step,heldout_accuracy,heldout_loss\n";
   for (std::size_t vi = 0; vi < by_variant.size(); ++vi) {
     const auto& [label, runs] = by_variant[vi];
-    std::vector<double> acc, loss, tps, secs, ms_model, ms_mixer, ms_kernel;
+    std::vector<double> acc, loss, tps, secs, ms_model, ms_mixer, ms_kernel, gpu_mib;
     long rss = 0;
     std::string per;
     for (std::size_t k = 0; k < runs.size(); ++k) {
@@ -347,6 +421,7 @@ int main(int argc, char** argv) {
           secs.push_back(runs[k].total_seconds);
       ms_model.push_back(runs[k].step_ms_model), ms_mixer.push_back(runs[k].step_ms_mixer),
           ms_kernel.push_back(runs[k].step_ms_kernel), rss = std::max(rss, runs[k].peak_rss_kib);
+      gpu_mib.push_back(runs[k].device_mib);
       per += (k ? ", " : "") + fmt("%.3f", runs[k].final_accuracy);
       for (const auto& p : runs[k].curve)
         csv << chosen[vi]->name << "," << seeds[k] << "," << p.step << "," << fmt("%.6f", p.accuracy) << "," << fmt("%.6f", p.loss) << "\n";
@@ -355,12 +430,14 @@ int main(int argc, char** argv) {
     md << "| " << label << " | " << runs.front().parameters << " | " << fmt("%.3f", a.mean) << " ± " << fmt("%.3f", a.sd) << " ("
        << fmt("%.3f", a.lo) << "–" << fmt("%.3f", a.hi) << ") | " << per << " | " << fmt("%.3f", stats_of(loss).mean) << " | "
        << fmt("%.0f", stats_of(tps).mean) << " | " << fmt("%.0f", stats_of(secs).mean) << " | " << fmt("%.1f", stats_of(ms_model).mean)
-       << " (" << fmt("%.1f", stats_of(ms_mixer).mean) << " / " << fmt("%.1f", stats_of(ms_kernel).mean) << ") | " << rss / 1024
-       << " |\n";
+       << (stats_of(ms_mixer).lo < 0 ? std::string(" (not split on the GPU)")
+                                      : " (" + fmt("%.1f", stats_of(ms_mixer).mean) + " / " + fmt("%.1f", stats_of(ms_kernel).mean) + ")")
+       << " | " << rss / 1024 << " |" << (device == "cuda" ? " " + fmt("%.0f", stats_of(gpu_mib).hi) + " |\n" : "\n");
   }
-  md << "\nms per step: model::loss + backward (not clipping or AdamW), means over the steps after the first; the token "
-        "mixers' forward and backward are part of it, the state kernel part of those. Peak RSS: the process's VmHWM, reset "
-        "at the start of each run (the largest over a variant's seeds).\n\nPlot: accuracy.svg (held-out accuracy against steps; solid: mean over seeds, faint: each seed). Curves: curves.csv.\n";
+  md << "\nms per step: model::loss + backward + the gradient norm's clipping (not AdamW), means over the steps after the "
+        "first; the token mixers' forward and backward are part of it, the state kernel part of those (measured on the CPU "
+        "only). Peak RSS: the process's VmHWM, reset at the start of each run when runs go one at a time (the largest over a variant's seeds); with runs side by side it is the process's peak so far, for all of them together. GPU "
+        "memory: cudaMemGetInfo's memory in use at the end of a run less before its model was built (the largest over seeds).\n\nPlot: accuracy.svg (held-out accuracy against steps; solid: mean over seeds, faint: each seed). Curves: curves.csv.\n";
   if (!diag_md.empty()) md << "\n## State diagnostics of the first block (8 held-out examples)\n\n" << diag_md;
   write_atomic(out, "results.md", md.str());
   write_atomic(out, "curves.csv", csv.str());

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ struct run_config {
   linstate::index_t short_conv = 4;  //!< width of every token mixer's short convolution (0: none)
   double conv_init_std = -1;         //!< mixer_config::conv_init_std (< 0: PyTorch's Conv1d default)
   bool diagnostics = true;
+  bool reset_rss = true;  //!< reset the process's peak RSS at the start (false while runs share the process)
   std::string load_path;  //!< a checkpoint to start from (parameters, AdamW moments, step count); "": fresh
   std::string save_path;  //!< where to write the final checkpoint (atomically); "": none
 };
@@ -48,9 +50,11 @@ struct run_result {
   double train_tokens_per_s = 0;   //!< training steps only (forward, backward, clip, AdamW)
   double train_seconds = 0, total_seconds = 0;
   double step_ms_model = 0;        //!< mean ms per step in model::loss + backward
-  double step_ms_mixer = 0;        //!< of which in the token mixers (forward + backward)
-  double step_ms_kernel = 0;       //!< of which in the state kernel (linstate::forward / backward)
+  double step_ms_mixer = 0;        //!< of which in the token mixers (forward + backward); < 0: not measured
+  double step_ms_kernel = 0;       //!< of which in the state kernel (linstate::forward / backward); < 0: not measured
   std::string diagnostics;         //!< diagnostics::summarize of the first block (Markdown)
+  std::string device = "cpu";      //!< where it trained: "cpu" or "cuda"
+  double device_mib = 0;           //!< GPU memory the run held (cuda), MiB
   long peak_rss_kib = 0;           //!< VmHWM of the process during this run (reset at its start where Linux allows)
 };
 
@@ -84,17 +88,58 @@ linstate::layers::mixer_config mixer_for(const run_config& c) {
   return m;
 }
 
+//! \brief The CPU side of a run: model<V> and AdamW on the host (linstate::cpu kernels inside the
+//! token mixers). train_variant drives it through the members below; cuda_trainer<V>
+//! (mqar_train_cuda.cuh) has the same members for the GPU.
 template <class V>
+class cpu_trainer {
+ public:
+  static constexpr const char* device = "cpu";
+  cpu_trainer(const linstate::layers::model_config& mc, double weight_decay)
+      : m_(mc), ps_(m_.parameters()), opt_(ps_, {.weight_decay = weight_decay}) {}
+  std::int64_t parameters() const { return linstate::layers::count(ps_); }
+  std::int64_t steps() const { return opt_.steps(); }
+  //! parameters, both AdamW moments and the step count (throws linstate::error naming what is wrong)
+  void load(const std::string& path) { linstate::layers::load_checkpoint(path, ps_, opt_); }
+  void save(const std::string& path, const std::string& meta) { linstate::layers::save_checkpoint(path, ps_, opt_, meta); }
+  //! zeroes the gradients, then model::loss (forward + cross-entropy); backward() follows
+  linstate::layers::loss_result loss(const mqar::batch& b) {
+    linstate::layers::zero_grad(ps_);
+    return m_.loss(b.inputs, b.targets, b.B, b.T);
+  }
+  void backward() { m_.backward(); }
+  double clip(double max_norm) { return linstate::layers::clip_grad_norm(ps_, max_norm); }
+  void step(double lr) { opt_.step(lr); }
+  void sync() {}  //!< waits for the queued work (the GPU's)
+  //! the logits [B,T,vocab] of the last loss() or evaluate()
+  std::span<const float> logits() const { return m_.logits(); }
+  //! forward only (held-out examples)
+  void evaluate(const mqar::batch& b) { m_.forward(b.inputs, b.B, b.T); }
+  //! seconds in the token mixers / in the state kernel so far (< 0: not measured on this device)
+  double mixer_seconds() const { return m_.mixer_seconds(); }
+  double kernel_seconds() const { return m_.kernel_seconds(); }
+  //! bytes of device memory the run holds (0: the host's memory is the process's RSS)
+  double device_bytes() const { return 0; }
+  //! the model with its trained parameters, on the host (diagnostics run there)
+  linstate::layers::model<V>& host_model() { return m_; }
+
+ private:
+  linstate::layers::model<V> m_;
+  std::vector<linstate::layers::parameter_ref<float>> ps_;
+  linstate::layers::adamw<float> opt_;
+};
+
+//! \brief Trains one model of variant V on MQAR with the given trainer (cpu_trainer<V> or cuda_trainer<V>):
+//! the same data stream, schedule, evaluation, checkpoints and diagnostics on either device.
+template <class V, class Trainer>
 run_result train_variant(const std::string& name, const run_config& c) {
   namespace ly = linstate::layers;
   using clock = std::chrono::steady_clock;
-  reset_peak_rss();
+  if (c.reset_rss) reset_peak_rss();
   const auto t_start = clock::now();
   ly::model_config mc{.vocab = c.task.vocab_size, .d_model = c.d_model, .num_layers = c.layers, .seed = c.seed};
   mc.mixer = mixer_for<V>(c);
-  ly::model<V> m(mc);
-  auto ps = m.parameters();
-  ly::adamw<float> opt(ps, {.weight_decay = c.weight_decay});
+  Trainer tr(mc, c.weight_decay);
   const ly::cosine_schedule sched{.peak = c.lr,
                                   .warmup = static_cast<std::int64_t>(c.warmup_fraction * static_cast<double>(c.steps)),
                                   .total = c.steps,
@@ -102,15 +147,16 @@ run_result train_variant(const std::string& name, const run_config& c) {
   // training data: seed-derived stream 1; held-out: stream 2 (another generator seed, never trained on)
   std::int64_t first_step = 0;
   if (!c.load_path.empty()) {  // throws linstate::error naming a truncated, corrupted or mismatched file
-    ly::load_checkpoint(c.load_path, ps, opt);
-    first_step = opt.steps();
+    tr.load(c.load_path);
+    first_step = tr.steps();
   }
   const mqar::generator train_gen(c.task, c.seed * 1000003ull + 1), eval_gen(c.task, c.seed * 1000003ull + 2);
-  const std::int64_t T = c.task.seq_len, B = c.batch;
+  const std::int64_t B = c.batch;
 
   run_result r;
   r.variant = name;
-  r.parameters = ly::count(ps);
+  r.device = Trainer::device;
+  r.parameters = tr.parameters();
   auto evaluate = [&](std::int64_t step) {
     std::int64_t correct = 0, total = 0;
     double loss = 0;
@@ -118,8 +164,8 @@ run_result train_variant(const std::string& name, const run_config& c) {
     for (std::int64_t first = 0; first < c.eval_examples; first += B) {
       const std::int64_t n = std::min<std::int64_t>(B, c.eval_examples - first);
       const mqar::batch b = eval_gen.make_batch(static_cast<std::uint64_t>(first), n);
-      m.forward(b.inputs, n, T);
-      const auto lg = m.logits();
+      tr.evaluate(b);
+      const auto lg = tr.logits();
       const auto a = mqar::accuracy_from_logits(b, lg, c.task.vocab_size);
       correct += a.correct, total += a.total;
       const auto ce = ly::cross_entropy<float>(lg.data(), b.targets, c.task.vocab_size, nullptr);
@@ -141,23 +187,24 @@ run_result train_variant(const std::string& name, const run_config& c) {
   evaluate(0);
   for (std::int64_t s = first_step; s < c.steps; ++s) {
     const mqar::batch b = train_gen.make_batch(static_cast<std::uint64_t>(s * B), B);
-    const double mixer0 = m.mixer_seconds(), kernel0 = m.kernel_seconds();
+    const double mixer0 = tr.mixer_seconds(), kernel0 = tr.kernel_seconds();
     const auto t0 = clock::now();
-    ly::zero_grad(ps);
-    const auto l = m.loss(b.inputs, b.targets, B, T);
-    m.backward();
+    const auto l = tr.loss(b);
+    tr.backward();
+    const double gn = tr.clip(c.clip);  // reads the norm: on the GPU it waits for the backward
     const auto t1 = clock::now();
-    const double gn = ly::clip_grad_norm(ps, c.clip);
-    if (std::isfinite(l.total) && std::isfinite(gn)) opt.step(sched(s));
+    if (std::isfinite(l.total) && std::isfinite(gn)) tr.step(sched(s));
+    tr.sync();  // the GPU's AdamW is queued: the step ends when it has run
     const auto t2 = clock::now();
+    const double acc = mqar::accuracy_from_logits(b, tr.logits(), c.task.vocab_size).value();
     const double dt = std::chrono::duration<double>(t2 - t0).count();
     train_s += dt, model_s += std::chrono::duration<double>(t1 - t0).count();
     if (s > first_step) {  // the first step allocates the buffers: not in the split
       model_s_after_first += std::chrono::duration<double>(t1 - t0).count();
-      mixer_s += m.mixer_seconds() - mixer0, kernel_s += m.kernel_seconds() - kernel0;
+      mixer_s += tr.mixer_seconds() - mixer0, kernel_s += tr.kernel_seconds() - kernel0;
     }
-    window_s += dt, window_tokens += B * T;
-    window_loss += l.total, window_acc += mqar::accuracy_from_logits(b, m.logits(), c.task.vocab_size).value(), ++window_n;
+    window_s += dt, window_tokens += B * c.task.seq_len;
+    window_loss += l.total, window_acc += acc, ++window_n;
     if ((s + 1) % c.log_every == 0 || s + 1 == c.steps) {
       std::printf("  [%s seed %llu] step %6lld  loss %.4f  train acc %.4f  lr %.2e  |g| %.3f  %.0f tokens/s\n", name.c_str(),
                   static_cast<unsigned long long>(c.seed), static_cast<long long>(s + 1), window_loss / window_n,
@@ -168,24 +215,27 @@ run_result train_variant(const std::string& name, const run_config& c) {
     if ((s + 1) % c.eval_every == 0 && s + 1 != c.steps) evaluate(s + 1);
   }
   const eval_point last = evaluate(c.steps);
-  if (!c.save_path.empty()) ly::save_checkpoint(c.save_path, ps, opt, "mqar " + name + " seed " + std::to_string(c.seed));
+  if (!c.save_path.empty()) tr.save(c.save_path, "mqar " + name + " seed " + std::to_string(c.seed));
   r.final_accuracy = last.accuracy, r.final_loss = last.loss;
   r.train_seconds = train_s;
   const std::int64_t ran = c.steps - first_step;  // steps this run trained (all of them without --load)
-  r.train_tokens_per_s = train_s > 0 ? static_cast<double>(ran * B * T) / train_s : 0;
+  r.train_tokens_per_s = train_s > 0 ? static_cast<double>(ran * B * c.task.seq_len) / train_s : 0;
   r.step_ms_model = ran > 0 ? 1e3 * model_s / static_cast<double>(ran) : 0;
   if (ran > 1) {  // the split over the steps after the first (model_s_after_first covers the same steps)
     const double n = static_cast<double>(ran - 1), scale = model_s_after_first > 0 ? 1e3 / n : 0;
-    r.step_ms_mixer = scale * mixer_s, r.step_ms_kernel = scale * kernel_s;
+    r.step_ms_mixer = tr.mixer_seconds() < 0 ? -1 : scale * mixer_s;
+    r.step_ms_kernel = tr.kernel_seconds() < 0 ? -1 : scale * kernel_s;
     r.step_ms_model = 1e3 * model_s_after_first / n;
   }
+  r.device_mib = tr.device_bytes() / (1024.0 * 1024.0);
 
   if (c.diagnostics) {
-    // the first block's token mixer on 8 held-out examples: its kernel inputs and final states
+    // the first block's token mixer on 8 held-out examples (on the host): its kernel inputs and final states
+    auto& hm = tr.host_model();
     const std::int64_t n = std::min<std::int64_t>(8, std::max<std::int64_t>(1, c.eval_examples));
     const mqar::batch b = eval_gen.make_batch(0, n);
-    m.forward(b.inputs, n, T);
-    auto& mix = m.layer(0).mixer;
+    hm.forward(b.inputs, n, c.task.seq_len);
+    auto& mix = hm.layer(0).mixer;
     const auto& in = mix.kernel_inputs();
     const auto fr = linstate::forward<V>(linstate::cpu{}, in, linstate::automatic{}, linstate::varlen{}, mix.config().kernel);
     std::ostringstream os;

@@ -2,5 +2,5 @@
 #include "variants.hpp"
 
 namespace mqar_cmd {
-run_result run_gdn(const run_config& c) { return train_variant<variants::gdn>("gdn", c); }
+run_result run_gdn(const run_config& c) { return train_variant<variants::gdn, cpu_trainer<variants::gdn>>("gdn", c); }
 }  // namespace mqar_cmd

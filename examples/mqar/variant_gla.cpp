@@ -2,5 +2,5 @@
 #include "variants.hpp"
 
 namespace mqar_cmd {
-run_result run_gla(const run_config& c) { return train_variant<variants::gla>("gla", c); }
+run_result run_gla(const run_config& c) { return train_variant<variants::gla, cpu_trainer<variants::gla>>("gla", c); }
 }  // namespace mqar_cmd

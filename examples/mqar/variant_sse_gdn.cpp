@@ -2,5 +2,5 @@
 #include "variants.hpp"
 
 namespace mqar_cmd {
-run_result run_sse_gdn(const run_config& c) { return train_variant<variants::sse_gdn>("sse_gdn", c); }
+run_result run_sse_gdn(const run_config& c) { return train_variant<variants::sse_gdn, cpu_trainer<variants::sse_gdn>>("sse_gdn", c); }
 }  // namespace mqar_cmd

@@ -2,5 +2,5 @@
 #include "variants.hpp"
 
 namespace mqar_cmd {
-run_result run_sse_n8k2(const run_config& c) { return train_variant<variants::sse_n8k2>("sse_n8k2", c); }
+run_result run_sse_n8k2(const run_config& c) { return train_variant<variants::sse_n8k2, cpu_trainer<variants::sse_n8k2>>("sse_n8k2", c); }
 }  // namespace mqar_cmd

@@ -30,5 +30,12 @@ run_result run_sse_n4k1s(const run_config&);
 run_result run_sse_n8k2(const run_config&);
 run_result run_gdn(const run_config&);
 run_result run_sse_gdn(const run_config&);
+#if defined(MQAR_CUDA)  // the same on the GPU (variant_*_cuda.cu, mqar_train_cuda.cuh): --device cuda
+run_result run_gla_cuda(const run_config&);
+run_result run_sse_n4k1s_cuda(const run_config&);
+run_result run_sse_n8k2_cuda(const run_config&);
+run_result run_gdn_cuda(const run_config&);
+run_result run_sse_gdn_cuda(const run_config&);
+#endif
 
 }  // namespace mqar_cmd

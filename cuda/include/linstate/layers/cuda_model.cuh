@@ -161,9 +161,43 @@ class cuda_adamw {
       cuda_detail::check_launch("adamw_kernel", "linstate::layers::cuda_adamw");
     }
   }
-  //! The moments of parameter i (device).
+  //! The moments of parameter i (device); writable, with set_steps, to restore a checkpoint's state.
   const device_buffer<float>& first_moment(std::size_t i) const { return m_.at(i); }
   const device_buffer<float>& second_moment(std::size_t i) const { return v_.at(i); }
+  device_buffer<float>& first_moment(std::size_t i) { return m_.at(i); }
+  device_buffer<float>& second_moment(std::size_t i) { return v_.at(i); }
+  void set_steps(std::int64_t t) { t_ = t; }
+  //! \brief The state of a CPU adamw<float> over the same parameter list (a checkpoint's, say): its
+  //! moments and step count uploaded. Throws when the lists differ in length or sizes.
+  void load_state(const adamw<float>& host) {
+    const char* api = "linstate::layers::cuda_adamw::load_state";
+    if (host.params().size() != ps_.size())
+      throw error(std::string(api) + ": the CPU optimiser has " + std::to_string(host.params().size()) + " parameters, this one " +
+                  std::to_string(ps_.size()));
+    for (std::size_t i = 0; i < ps_.size(); ++i) {
+      if (host.first_moment(i).size() != m_[i].size())
+        throw error(std::string(api) + ": parameter " + std::to_string(i) + " (" + ps_[i].name + ") holds " + std::to_string(m_[i].size()) +
+                    " values here but " + std::to_string(host.first_moment(i).size()) + " on the CPU");
+      m_[i].upload(host.first_moment(i).data(), stream_), v_[i].upload(host.second_moment(i).data(), stream_);
+    }
+    cuda_detail::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", api);
+    t_ = host.steps();
+  }
+  //! \brief This state into a CPU adamw<float> over the same parameter list (to save a checkpoint).
+  void store_state(adamw<float>& host) const {
+    const char* api = "linstate::layers::cuda_adamw::store_state";
+    if (host.params().size() != ps_.size())
+      throw error(std::string(api) + ": the CPU optimiser has " + std::to_string(host.params().size()) + " parameters, this one " +
+                  std::to_string(ps_.size()));
+    for (std::size_t i = 0; i < ps_.size(); ++i) {
+      if (host.first_moment(i).size() != m_[i].size())
+        throw error(std::string(api) + ": parameter " + std::to_string(i) + " (" + ps_[i].name + ") holds " + std::to_string(m_[i].size()) +
+                    " values here but " + std::to_string(host.first_moment(i).size()) + " on the CPU");
+      m_[i].download(host.first_moment(i).data(), stream_), v_[i].download(host.second_moment(i).data(), stream_);
+    }
+    cuda_detail::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", api);
+    host.set_steps(t_);
+  }
 
  private:
   std::vector<parameter_ref<float>> ps_;
@@ -349,6 +383,15 @@ class cuda_model {
     r.total = r.ce + r.aux;
     forwarded_ = true;
     return r;
+  }
+
+  //! \brief The logits `[B,T,vocab]` of the last loss(), copied into `out` (resized; synchronises).
+  void logits(std::vector<float>& out) const {
+    if (!forwarded_) throw error("linstate::layers::cuda_model::logits: call loss() first");
+    out.resize(static_cast<std::size_t>(B_ * T_ * cfg_.vocab));
+    if (out.empty()) return;
+    check(cudaMemcpyAsync(out.data(), logits_.data(), out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync(logits)");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
 
   //! Backward of the last loss(): adds ∂total/∂θ into every (device) gradient. No synchronisation.
