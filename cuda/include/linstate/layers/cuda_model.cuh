@@ -44,12 +44,12 @@ namespace cuda_layers_detail {
   for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<index_t>(blockDim.x) * gridDim.x)
 
 //! y[m,:] = E[ids[m],:]
-__global__ void gather_kernel(const float* __restrict__ E, const std::int32_t* __restrict__ ids, float* __restrict__ y, index_t M,
+static __global__ void gather_kernel(const float* __restrict__ E, const std::int32_t* __restrict__ ids, float* __restrict__ y, index_t M,
                               index_t D) {
   LINSTATE_LAYERS_FOR(i, M * D) y[i] = E[static_cast<index_t>(ids[i / D]) * D + i % D];
 }
 //! dE[v,d] += Σ_{m: ids[m] = v} dy[m,d], tokens in order (one thread per entry of E)
-__global__ void scatter_add_kernel(const float* __restrict__ dy, const std::int32_t* __restrict__ ids, float* __restrict__ dE,
+static __global__ void scatter_add_kernel(const float* __restrict__ dy, const std::int32_t* __restrict__ ids, float* __restrict__ dE,
                                    index_t M, index_t vocab, index_t D) {
   LINSTATE_LAYERS_FOR(i, vocab * D) {
     const index_t v = i / D, d = i % D;
@@ -61,11 +61,11 @@ __global__ void scatter_add_kernel(const float* __restrict__ dy, const std::int3
   }
 }
 //! h_i = silu(a_i) u_i
-__global__ void swiglu_fwd_kernel(const float* __restrict__ a, const float* __restrict__ u, float* __restrict__ h, index_t n) {
+static __global__ void swiglu_fwd_kernel(const float* __restrict__ a, const float* __restrict__ u, float* __restrict__ h, index_t n) {
   LINSTATE_LAYERS_FOR(i, n) h[i] = a[i] * sigmoid_d(a[i]) * u[i];
 }
 //! da = dh u silu'(a), du = dh silu(a)
-__global__ void swiglu_bwd_kernel(const float* __restrict__ a, const float* __restrict__ u, const float* __restrict__ dh,
+static __global__ void swiglu_bwd_kernel(const float* __restrict__ a, const float* __restrict__ u, const float* __restrict__ dh,
                                   float* __restrict__ da, float* __restrict__ du, index_t n) {
   LINSTATE_LAYERS_FOR(i, n) {
     const float s = sigmoid_d(a[i]);
@@ -73,11 +73,11 @@ __global__ void swiglu_bwd_kernel(const float* __restrict__ a, const float* __re
     du[i] = dh[i] * a[i] * s;
   }
 }
-__global__ void add_kernel(float* __restrict__ a, const float* __restrict__ b, index_t n) {
+static __global__ void add_kernel(float* __restrict__ a, const float* __restrict__ b, index_t n) {
   LINSTATE_LAYERS_FOR(i, n) a[i] += b[i];
 }
 //! per row: loss_m = logsumexp(l) − l[t] (double), dl = (softmax − onehot)·inv; ignored rows: 0
-__global__ void cross_entropy_kernel(const float* __restrict__ logits, const std::int32_t* __restrict__ targets,
+static __global__ void cross_entropy_kernel(const float* __restrict__ logits, const std::int32_t* __restrict__ targets,
                                      float* __restrict__ dl, double* __restrict__ row, index_t M, index_t C, double inv) {
   LINSTATE_LAYERS_FOR(m, M) {
     const float* l = logits + m * C;
@@ -98,7 +98,7 @@ __global__ void cross_entropy_kernel(const float* __restrict__ logits, const std
   }
 }
 //! AdamW (train.hpp's adamw::step), in double per element
-__global__ void adamw_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v,
+static __global__ void adamw_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v,
                              index_t n, double b1, double b2, double c1, double c2, double lr, double decay, double eps) {
   LINSTATE_LAYERS_FOR(j, n) {
     const double gj = static_cast<double>(g[j]);
@@ -110,7 +110,7 @@ __global__ void adamw_kernel(float* __restrict__ w, const float* __restrict__ g,
   }
 }
 //! one block: out += Σ x_i² in double, a fixed order (per-thread strided sums, then a tree)
-__global__ void sumsq_kernel(const float* __restrict__ x, index_t n, double* __restrict__ out) {
+static __global__ void sumsq_kernel(const float* __restrict__ x, index_t n, double* __restrict__ out) {
   __shared__ double part[256];
   double s = 0;
   for (index_t i = threadIdx.x; i < n; i += blockDim.x) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
@@ -122,7 +122,7 @@ __global__ void sumsq_kernel(const float* __restrict__ x, index_t n, double* __r
   }
   if (threadIdx.x == 0) *out += part[0];
 }
-__global__ void scale_kernel(float* __restrict__ x, float s, index_t n) {
+static __global__ void scale_kernel(float* __restrict__ x, float s, index_t n) {
   LINSTATE_LAYERS_FOR(i, n) x[i] *= s;
 }
 #undef LINSTATE_LAYERS_FOR

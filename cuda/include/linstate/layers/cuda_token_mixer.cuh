@@ -138,14 +138,14 @@ __device__ inline float sigmoid_d(float x) {
 __device__ inline float softplus_d(float x) { return x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x)); }
 
 //! y = φ(x) elementwise (identity, SiLU)
-__global__ void feature_fwd_kernel(int map, const float* __restrict__ x, float* __restrict__ y, index_t n) {
+static __global__ void feature_fwd_kernel(int map, const float* __restrict__ x, float* __restrict__ y, index_t n) {
   LINSTATE_LAYERS_FOR(i, n) {
     const float a = x[i];
     y[i] = map == static_cast<int>(feature_map::silu) ? a * sigmoid_d(a) : a;
   }
 }
 //! y = softmax(x) over each row of `width`
-__global__ void softmax_fwd_kernel(const float* __restrict__ x, float* __restrict__ y, index_t rows, int width) {
+static __global__ void softmax_fwd_kernel(const float* __restrict__ x, float* __restrict__ y, index_t rows, int width) {
   LINSTATE_LAYERS_FOR(r, rows) {
     const float* a = x + r * width;
     float* b = y + r * width;
@@ -158,7 +158,7 @@ __global__ void softmax_fwd_kernel(const float* __restrict__ x, float* __restric
   }
 }
 //! dx = φ'(x) dy (+ add), elementwise maps
-__global__ void feature_bwd_kernel(int map, const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ dx,
+static __global__ void feature_bwd_kernel(int map, const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ dx,
                                    const float* __restrict__ add, index_t n) {
   LINSTATE_LAYERS_FOR(i, n) {
     float v = dy[i];
@@ -170,7 +170,7 @@ __global__ void feature_bwd_kernel(int map, const float* __restrict__ x, const f
   }
 }
 //! dx = y ⊙ (dy − ⟨y, dy⟩) per row (+ add)
-__global__ void softmax_bwd_kernel(const float* __restrict__ y, const float* __restrict__ dy, float* __restrict__ dx,
+static __global__ void softmax_bwd_kernel(const float* __restrict__ y, const float* __restrict__ dy, float* __restrict__ dx,
                                    const float* __restrict__ add, index_t rows, int width) {
   LINSTATE_LAYERS_FOR(r, rows) {
     const index_t o = r * width;
@@ -183,7 +183,7 @@ __global__ void softmax_bwd_kernel(const float* __restrict__ y, const float* __r
   }
 }
 //! z += b (per column); g = logsigmoid(z)/τ = (min(z,0) − log1p(e^{−|z|}))/τ      [M,W]
-__global__ void lowrank_gate_fwd_kernel(float* __restrict__ z, const float* __restrict__ b, float* __restrict__ g, index_t M,
+static __global__ void lowrank_gate_fwd_kernel(float* __restrict__ z, const float* __restrict__ b, float* __restrict__ g, index_t M,
                                         int W, float tau) {
   LINSTATE_LAYERS_FOR(i, M * W) {
     const float a = z[i] + b[i % W];
@@ -192,12 +192,12 @@ __global__ void lowrank_gate_fwd_kernel(float* __restrict__ z, const float* __re
   }
 }
 //! dz = dg · σ(−z)/τ
-__global__ void lowrank_gate_bwd_kernel(const float* __restrict__ z, const float* __restrict__ dg, float* __restrict__ dz, index_t n,
+static __global__ void lowrank_gate_bwd_kernel(const float* __restrict__ z, const float* __restrict__ dg, float* __restrict__ dz, index_t n,
                                         float tau) {
   LINSTATE_LAYERS_FOR(i, n) dz[i] = dg[i] * sigmoid_d(-z[i]) / tau;
 }
 //! z += dt_bias; g = −exp(A_log)·softplus(z)      [M,H]
-__global__ void head_gate_fwd_kernel(float* __restrict__ z, const float* __restrict__ A, const float* __restrict__ dt,
+static __global__ void head_gate_fwd_kernel(float* __restrict__ z, const float* __restrict__ A, const float* __restrict__ dt,
                                      float* __restrict__ g, index_t M, int H) {
   LINSTATE_LAYERS_FOR(i, M * H) {
     const int h = static_cast<int>(i % H);
@@ -207,7 +207,7 @@ __global__ void head_gate_fwd_kernel(float* __restrict__ z, const float* __restr
   }
 }
 //! dz = −dg·exp(A_log)·σ(z); dA_part = dg·g (∂g/∂A_log = g; summed over tokens by the caller)
-__global__ void head_gate_bwd_kernel(const float* __restrict__ z, const float* __restrict__ g, const float* __restrict__ dg,
+static __global__ void head_gate_bwd_kernel(const float* __restrict__ z, const float* __restrict__ g, const float* __restrict__ dg,
                                      const float* __restrict__ A, float* __restrict__ dz, float* __restrict__ dA_part, index_t M,
                                      int H) {
   LINSTATE_LAYERS_FOR(i, M * H) {
@@ -217,15 +217,15 @@ __global__ void head_gate_bwd_kernel(const float* __restrict__ z, const float* _
   }
 }
 //! β = σ(z)
-__global__ void sigmoid_kernel(const float* __restrict__ z, float* __restrict__ y, index_t n) {
+static __global__ void sigmoid_kernel(const float* __restrict__ z, float* __restrict__ y, index_t n) {
   LINSTATE_LAYERS_FOR(i, n) y[i] = sigmoid_d(z[i]);
 }
 //! dz = dβ · β(1 − β)
-__global__ void sigmoid_bwd_kernel(const float* __restrict__ y, const float* __restrict__ dy, float* __restrict__ dz, index_t n) {
+static __global__ void sigmoid_bwd_kernel(const float* __restrict__ y, const float* __restrict__ dy, float* __restrict__ dz, index_t n) {
   LINSTATE_LAYERS_FOR(i, n) dz[i] = dy[i] * y[i] * (1.f - y[i]);
 }
 //! per row r (a token's head): rstd = (mean o² + ε)^(−1/2), y = o·rstd·w ⊙ (z σ(z) or 1)     o, y [rows,width]
-__global__ void rms_fwd_kernel(const float* __restrict__ o, const float* __restrict__ w, const float* __restrict__ z,
+static __global__ void rms_fwd_kernel(const float* __restrict__ o, const float* __restrict__ w, const float* __restrict__ z,
                                float* __restrict__ y, float* __restrict__ rstd, index_t rows, int width, float eps) {
   LINSTATE_LAYERS_FOR(r, rows) {
     const index_t b = r * width;
@@ -237,7 +237,7 @@ __global__ void rms_fwd_kernel(const float* __restrict__ o, const float* __restr
   }
 }
 //! backward of rms_fwd_kernel: d_o, dz (gated) and dw_part[r,j] = dy n s (summed over rows by the caller)
-__global__ void rms_bwd_kernel(const float* __restrict__ o, const float* __restrict__ w, const float* __restrict__ z,
+static __global__ void rms_bwd_kernel(const float* __restrict__ o, const float* __restrict__ w, const float* __restrict__ z,
                                const float* __restrict__ rstd, const float* __restrict__ dy, float* __restrict__ d_o,
                                float* __restrict__ dw_part, float* __restrict__ dz, index_t rows, int width) {
   LINSTATE_LAYERS_FOR(r, rows) {
@@ -264,7 +264,7 @@ __global__ void rms_bwd_kernel(const float* __restrict__ o, const float* __restr
 }
 //! causal depthwise convolution of width W along t within each of the B sequences (ops::causal_conv_forward):
 //! y[b,t,c] = Σ_{j<W} w[c,j] · x[b, t−(W−1)+j, c]      x, y [B,T,C], w [C,W]
-__global__ void conv_fwd_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, index_t T,
+static __global__ void conv_fwd_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, index_t T,
                                 index_t C, int W, index_t n) {
   LINSTATE_LAYERS_FOR(i, n) {
     const index_t c = i % C, bt = i / C, t = bt % T;
@@ -274,7 +274,7 @@ __global__ void conv_fwd_kernel(const float* __restrict__ x, const float* __rest
   }
 }
 //! dx[b,s,c] = Σ_j w[c,j] · dy[b, s+(W−1)−j, c] (terms past T drop)
-__global__ void conv_bwd_dx_kernel(const float* __restrict__ w, const float* __restrict__ dy, float* __restrict__ dx, index_t T,
+static __global__ void conv_bwd_dx_kernel(const float* __restrict__ w, const float* __restrict__ dy, float* __restrict__ dx, index_t T,
                                    index_t C, int W, index_t n) {
   LINSTATE_LAYERS_FOR(i, n) {
     const index_t c = i % C, bs = i / C, s = bs % T;
@@ -285,7 +285,7 @@ __global__ void conv_bwd_dx_kernel(const float* __restrict__ w, const float* __r
   }
 }
 //! dw[c,j] += Σ_{b,t} dy[b,t,c] · x[b, t−(W−1)+j, c]: one thread per (c, j), a fixed-order loop over the tokens
-__global__ void conv_bwd_dw_kernel(const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ dw, index_t M,
+static __global__ void conv_bwd_dw_kernel(const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ dw, index_t M,
                                    index_t T, index_t C, int W) {
   LINSTATE_LAYERS_FOR(i, C * W) {
     const index_t c = i / W;
@@ -296,7 +296,7 @@ __global__ void conv_bwd_dw_kernel(const float* __restrict__ x, const float* __r
     dw[i] += acc;
   }
 }
-__global__ void fill_kernel(float* __restrict__ y, float v, index_t n) {
+static __global__ void fill_kernel(float* __restrict__ y, float v, index_t n) {
   LINSTATE_LAYERS_FOR(i, n) y[i] = v;
 }
 #undef LINSTATE_LAYERS_FOR
