@@ -37,25 +37,32 @@ void check_gradients(const std::string& api, const problem& pb, const inputs<Sca
   if (!g.initial_state.empty() && !(g.initial_state.shape == pb.state_shape()))
     fail(api, "gradient initial_state has shape " + g.initial_state.shape.str() + " but must be [S,P,HV,K,V] = " +
                   pb.state_shape().str());
-  // no gradient may alias an input, the cotangents or another gradient
-  std::vector<std::pair<std::string, std::pair<const void*, std::size_t>>> all;
-  auto add = [&](const std::string& n, const auto& t) {
+  // no gradient may alias an input, the cotangents or another gradient (a fixed table: this runs on
+  // every training step, and builds no string unless it fails)
+  struct named_span {
+    const char* name;
+    const void* data;
+    std::size_t bytes;
+  };
+  named_span all[24];
+  std::size_t n = 0;
+  auto add = [&](const char* name, const auto& t) {
     using T = std::remove_cvref_t<decltype(*t.data)>;
-    if (!t.empty()) all.push_back({n, {t.data, static_cast<std::size_t>(t.numel()) * sizeof(T)}});
+    if (!t.empty()) all[n++] = {name, t.data, static_cast<std::size_t>(t.numel()) * sizeof(T)};
   };
   add("gradient q", g.q), add("gradient k", g.k), add("gradient v", g.v), add("gradient g", g.g);
   add("gradient beta", g.beta), add("gradient shared.q", g.shared.q), add("gradient shared.k", g.shared.k);
   add("gradient shared.g", g.shared.g), add("gradient shared.beta", g.shared.beta);
   add("gradient router_logits", g.router_logits), add("gradient initial_state", g.initial_state);
-  const std::size_t n_out = all.size();
+  const std::size_t n_out = n;
   add("q", in.q), add("k", in.k), add("v", in.v), add("g", in.g), add("beta", in.beta), add("shared.q", in.shared.q);
   add("shared.k", in.shared.k), add("shared.g", in.shared.g), add("shared.beta", in.shared.beta);
   add("router_logits", in.router_logits), add("initial_state", in.initial_state), add("cotangents.o", d.o);
   add("cotangents.final_state", d.final_state);
   for (std::size_t i = 0; i < n_out; ++i)
-    for (std::size_t j = 0; j < all.size(); ++j)
-      if (i != j && overlaps(all[i].second.first, all[i].second.second, all[j].second.first, all[j].second.second))
-        fail(api, all[i].first + " overlaps " + all[j].first);
+    for (std::size_t j = 0; j < n; ++j)
+      if (i != j && overlaps(all[i].data, all[i].bytes, all[j].data, all[j].bytes))
+        fail(api, std::string(all[i].name) + " overlaps " + all[j].name);
 }
 
 }  // namespace detail
@@ -77,7 +84,7 @@ template <class Spec, class Algorithm = automatic, class Strategy = varlen, Inpu
 void backward(const cpu& be, const inputs<Scalar>& in, const cotangents<Scalar>& d, const gradients<Scalar>& grads,
               Algorithm = {}, Strategy = {}, const options& opt = {}) {
   static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
-  const std::string api = "linstate::backward";
+  static const std::string api = "linstate::backward";  // static: a training step builds no string
   const auto pb = detail::make_problem<Spec>(api, in, tensor_view<Scalar>{}, tensor_view<float>{}, "final_state", opt, false);
   detail::check_gradients(api, pb, in, d, grads);
   cpu_detail::run_backward<typename Spec::decay>(be, pb, in, d, grads, detail::cpu_chunk<Algorithm, typename Spec::decay>(pb),

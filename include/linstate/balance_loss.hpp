@@ -69,16 +69,36 @@ problem_for<typename Spec::router> make_balance_problem(const std::string& api, 
   return pb;
 }
 
-//! aux, and (when `grad` is not null) ∂aux/∂logits per token in fp32, [tokens, N].
+//! The balance loss's working buffers, kept per thread from call to call while they are small (a
+//! training step's router has a few thousand tokens × N), so that a step allocates nothing once the
+//! shapes repeat; a larger call uses buffers of its own and leaves nothing large behind.
+struct balance_scratch {
+  static constexpr std::size_t small = std::size_t{1} << 16;  // floats of [tokens, N] kept per thread
+  routing rt;
+  std::vector<double> P, F, dp, x, dx;
+  std::vector<float> grad;
+  static balance_scratch& kept() {
+    static thread_local balance_scratch s;
+    return s;
+  }
+  //! the kept buffers for `elements` = tokens·N, or `own` beyond `small`
+  static balance_scratch& for_size(std::size_t elements, balance_scratch& own) { return elements <= small ? kept() : own; }
+};
+
+//! aux, and (when `grad` is not null) ∂aux/∂logits per token in fp32, [tokens, N], into `*grad`
+//! (resized; its storage is the caller's).
 template <class R, class Scalar>
 double balance_loss_impl(const problem_for<R>& pb, const tensor_view<const Scalar>& logits, std::vector<float>* grad) {
   const index_t M = pb.tokens(), N = pb.N;
   if (grad) grad->assign(static_cast<std::size_t>(M * N), 0.f);
   if (M == 0) return 0.0;  // no token: nothing to balance (and the means are undefined)
-  routing rt;
+  balance_scratch own;
+  balance_scratch& sc = balance_scratch::for_size(static_cast<std::size_t>(M * N), own);
+  routing& rt = sc.rt;
   compute_routing<R>(pb, pb.rcfg(), logits, nullptr, rt);
   // P_n and F_n: means over every token of the call, accumulated in double.
-  std::vector<double> P(static_cast<std::size_t>(N), 0.0), F(static_cast<std::size_t>(N), 0.0);
+  std::vector<double>&P = sc.P, &F = sc.F;
+  P.assign(static_cast<std::size_t>(N), 0.0), F.assign(static_cast<std::size_t>(N), 0.0);
   for (index_t t = 0; t < M; ++t)
     for (index_t n = 0; n < N; ++n) {
       const std::size_t i = static_cast<std::size_t>(t * N + n);
@@ -96,7 +116,8 @@ double balance_loss_impl(const problem_for<R>& pb, const tensor_view<const Scala
   if (grad) {
     // ∂aux/∂p_t[n] = (N/kw)·F_n/M (the mask is a constant), then the softmax backward
     // dlogit = p ⊙ (dp − ⟨p, dp⟩) per token, as SPEC §4.6 (L355).
-    std::vector<double> dp(static_cast<std::size_t>(N)), x(dp.size()), dx(dp.size());
+    std::vector<double>&dp = sc.dp, &x = sc.x, &dx = sc.dx;
+    dp.resize(static_cast<std::size_t>(N)), x.resize(dp.size()), dx.resize(dp.size());
     for (std::size_t n = 0; n < dp.size(); ++n) dp[n] = factor * F[n] / static_cast<double>(M);
     for (index_t t = 0; t < M; ++t) {
       for (index_t n = 0; n < N; ++n) x[static_cast<std::size_t>(n)] = static_cast<double>(to_float(logits.data[t * N + n]));
@@ -167,7 +188,7 @@ constexpr bool validate_balance() {
 template <class Spec, InputScalar Scalar>
 float balance_loss(const tensor_view<const Scalar>& router_logits, const options& opt = {}) {
   static_assert(detail::validate_balance<Spec>());
-  const std::string api = "linstate::balance_loss";
+  static const std::string api = "linstate::balance_loss";  // static: a training step builds no string
   const auto pb = detail::make_balance_problem<Spec>(api, router_logits, opt);
   return static_cast<float>(detail::balance_loss_impl(pb, router_logits, nullptr));
 }
@@ -200,7 +221,7 @@ template <class Spec, InputScalar Scalar>
 float balance_loss(const tensor_view<const Scalar>& router_logits, const tensor_view<Scalar>& d_logits,
                    float coefficient = 1.f, gradient_write mode = gradient_write::overwrite, const options& opt = {}) {
   static_assert(detail::validate_balance<Spec>());
-  const std::string api = "linstate::balance_loss";
+  static const std::string api = "linstate::balance_loss";  // static: a training step builds no string
   const auto pb = detail::make_balance_problem<Spec>(api, router_logits, opt);
   if (d_logits.empty())
     detail::fail(api, "d_logits is required: expected " + router_logits.shape.str() +
@@ -216,7 +237,8 @@ float balance_loss(const tensor_view<const Scalar>& router_logits, const tensor_
     if (bytes && a < b + bytes && b < a + bytes)
       detail::fail(api, "d_logits " + d_logits.shape.str() + " overlaps router_logits " + router_logits.shape.str());
   }
-  std::vector<float> grad;
+  detail::balance_scratch own;
+  std::vector<float>& grad = detail::balance_scratch::for_size(static_cast<std::size_t>(router_logits.numel()), own).grad;
   const double aux = detail::balance_loss_impl(pb, router_logits, &grad);
   for (std::size_t i = 0; i < grad.size(); ++i) {
     const float add = coefficient * grad[i];
