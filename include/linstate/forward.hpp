@@ -112,7 +112,7 @@ template <class Spec, class Algorithm = automatic, class Strategy = varlen, Inpu
 void forward(const cpu& be, const inputs<Scalar>& in, const outputs<Scalar>& out, Algorithm = {}, Strategy = {},
              const options& opt = {}) {
   static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
-  const std::string api = "linstate::forward";
+  static const std::string api = "linstate::forward";
   const auto pb = detail::make_problem<Spec>(api, in, out.o, out.final_state, "final_state", opt);
   detail::check_no_alias(api, in, out, "final_state");
   std::vector<float> scratch_state;
@@ -136,7 +136,7 @@ template <class Spec, class Algorithm = automatic, class Strategy = varlen, Inpu
 void forward_in_place(const cpu& be, const inputs<Scalar>& in, const tensor_view<float>& state,
                       const tensor_view<Scalar>& o, Algorithm = {}, Strategy = {}, const options& opt = {}) {
   static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
-  const std::string api = "linstate::forward_in_place";
+  static const std::string api = "linstate::forward_in_place";  // static: a decode step allocates nothing
   if (!in.initial_state.empty())
     detail::fail(api, "in.initial_state must be empty: the state argument is both the initial and the final state");
   if (state.empty()) detail::fail(api, "state is required: [S,P,HV,K,V] fp32");

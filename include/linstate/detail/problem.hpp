@@ -2,8 +2,10 @@
 // made before anything is written (SPEC §11; errors name tensors and shapes).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,45 @@
 #include "router.hpp"
 
 namespace linstate::detail {
+
+//! The sequence offsets of a problem, [S+1]: held inline up to `inline_capacity` entries, so that a
+//! decode step of up to 128 sequences touches no heap (make_problem runs on every step); on the heap
+//! beyond. The part of std::vector's interface the library uses.
+class seq_offsets {
+ public:
+  static constexpr std::size_t inline_capacity = 129;
+  seq_offsets() = default;
+  seq_offsets(const seq_offsets& o) { assign(o.begin(), o.end()); }
+  seq_offsets& operator=(const seq_offsets& o) {
+    if (this != &o) assign(o.begin(), o.end());
+    return *this;
+  }
+  std::size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  index_t* data() { return n_ > inline_capacity ? heap_.data() : buf_; }
+  const index_t* data() const { return n_ > inline_capacity ? heap_.data() : buf_; }
+  index_t& operator[](std::size_t i) { return data()[i]; }
+  const index_t& operator[](std::size_t i) const { return data()[i]; }
+  const index_t* begin() const { return data(); }
+  const index_t* end() const { return data() + n_; }
+  index_t front() const { return data()[0]; }
+  index_t back() const { return data()[n_ - 1]; }
+  //! n entries, their values unspecified
+  void resize(std::size_t n) {
+    n_ = n;
+    if (n > inline_capacity) heap_.resize(n);
+  }
+  template <class It>
+  void assign(It first, It last) {
+    resize(static_cast<std::size_t>(std::distance(first, last)));
+    std::copy(first, last, data());
+  }
+
+ private:
+  index_t buf_[inline_capacity] = {};
+  std::vector<index_t> heap_;
+  std::size_t n_ = 0;
+};
 
 struct problem {
   // what the decay policy declares (copied so that host code can size buffers without the type)
@@ -28,7 +69,7 @@ struct problem {
   bool routed = false;
   int kw = 1, kr = 1;
   float scale = 1.f;
-  std::vector<index_t> seq;  // [S+1] flat token offsets (token (b,t) is b*T + t)
+  seq_offsets seq;  // [S+1] flat token offsets (token (b,t) is b*T + t)
 
   index_t tokens() const { return B * T; }
   index_t key_head(index_t hv) const { return hv / (HV / H); }

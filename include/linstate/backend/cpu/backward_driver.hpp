@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "backward_kernels.hpp"
@@ -48,8 +47,6 @@ void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<
     detail::compute_routing(pb, in, rt);
     build_routed_streams(pb, rt, gather, rs);
   }
-  std::vector<index_t> all_tokens(static_cast<std::size_t>(pb.tokens()));
-  std::iota(all_tokens.begin(), all_tokens.end(), index_t{0});
   // per (value head, token, partition) weight gradients, each slot written by one task only
   std::vector<float> dcw_all, dcr_all;
   if (routed) {
@@ -99,7 +96,7 @@ void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<
           const bool is_shared = pb.shared && p == 0;
           const int fam = is_shared ? 1 : 0;
           const index_t n = p - (pb.shared ? 1 : 0);
-          const stream st = partition_stream(pb, s, p, routed, rs, all_tokens.data());
+          const stream st = partition_stream(pb, s, p, routed, rs);
           dcw_step.assign(static_cast<std::size_t>(st.n), 0.f);
           dcr_step.assign(static_cast<std::size_t>(st.n), 0.f);
           const index_t off = ((s * P + p) * HV + hv) * K * V;
@@ -118,7 +115,7 @@ void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<
           else run_chunked_backward<D>(pb, src, st, tg, chunk, csc);
           if (routed && !is_shared)
             for (index_t i = 0; i < st.n; ++i) {
-              const std::size_t at = static_cast<std::size_t>((hv * pb.tokens() + st.token[i]) * N + n);
+              const std::size_t at = static_cast<std::size_t>((hv * pb.tokens() + st.tok(i)) * N + n);
               dcw_all[at] += dcw_step[static_cast<std::size_t>(i)];
               dcr_all[at] += dcr_step[static_cast<std::size_t>(i)];
             }

@@ -117,7 +117,7 @@ void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const 
       std::memcpy(sc.ckpt.data() + sg * KV, hs, static_cast<std::size_t>(KV) * sizeof(float));
       if (sg + 1 == nseg) break;  // the last segment's states are recomputed below anyway
       for (index_t i = sg * segment; i < (sg + 1) * segment; ++i)
-        if (st.flag(i) & detail::route_write) recurrent_update<D>(pb, src, st.token[i], tg.h, tg.hv, st.wgt_w(i), hs, sc);
+        if (st.flag(i) & detail::route_write) recurrent_update<D>(pb, src, st.tok(i), tg.h, tg.hv, st.wgt_w(i), hs, sc);
     }
   }
   float* __restrict Dh = sc.Dh.data();
@@ -141,12 +141,12 @@ void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const 
       if (st.flag(i) & detail::route_write) {
         std::memcpy(sc.seg.data() + (slot + 1) * KV, sc.seg.data() + slot * KV, static_cast<std::size_t>(KV) * sizeof(float));
         ++slot;
-        recurrent_update<D>(pb, src, st.token[i], tg.h, tg.hv, st.wgt_w(i), sc.seg.data() + slot * KV, sc);
+        recurrent_update<D>(pb, src, st.tok(i), tg.h, tg.hv, st.wgt_w(i), sc.seg.data() + slot * KV, sc);
       }
       sc.idx[static_cast<std::size_t>(i - b)] = slot;
     }
     for (index_t i = e - 1; i >= b; --i) {
-      const index_t t = st.token[i];
+      const index_t t = st.tok(i);
       const std::uint8_t f = st.flag(i);
       const bool w = f & detail::route_write, r = f & detail::route_read;
       const float cw = st.wgt_w(i), cr = st.wgt_r(i);

@@ -200,7 +200,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     auto rows = [&](std::uint8_t bit, auto&& on, auto&& off) {  // on(row, step, token) / off(row)
       for (index_t i = 0; i < m; ++i) {
         const index_t s = c0 + i;
-        if (st.flag(s) & bit) on(i, s, st.token[s]);
+        if (st.flag(s) & bit) on(i, s, st.tok(s));
         else off(i);
       }
     };
@@ -381,7 +381,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     for (index_t i = 0; i < m; ++i) {
       const index_t s = c0 + i;
       const std::uint8_t f = st.flag(s);
-      const index_t tl = st.token[s] - tg.tok0;
+      const index_t tl = st.tok(s) - tg.tok0;
       if (f & detail::route_read) {
         sc.rq = dQi.row(i);
         if (any_w) sc.rq += dQs.row(i) + adiag(i) * Kt.row(i);
@@ -395,7 +395,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
         if (tg.dcw) tg.dcw[s] = sc.Kr.row(i).dot(sc.rk);
         Eigen::Map<RowVec>(tg.dv + tl * V, V) += dV.row(i);
         if constexpr (decays)
-          if (floored) floor_gradient<D>(src.g + (st.token[s] * HV + tg.hv) * GW, DG.row(i), sc.grow);
+          if (floored) floor_gradient<D>(src.g + (st.tok(s) * HV + tg.hv) * GW, DG.row(i), sc.grow);
         if constexpr (decay_key<D>) {
           Eigen::Map<RowVec>(tg.dg + tl * K, K) += DG.row(i);
         } else if constexpr (decay_head<D>) {

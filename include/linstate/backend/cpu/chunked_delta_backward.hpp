@@ -103,7 +103,7 @@ inline void load_chunk(const problem& pb, const source<Scalar>& src, const strea
   any_w = false, any_r = false;
   double gsum = 0.;  // G: the floored log-decays summed in fp64, each G_i rounded once (as the forward)
   for (index_t i = 0; i < m; ++i) {
-    const index_t s = c0 + i, t = st.token[s];
+    const index_t s = c0 + i, t = st.tok(s);
     const std::uint8_t f = st.flag(s);
     const bool w = f & detail::route_write, r = f & detail::route_read;
     any_w |= w, any_r |= r;
@@ -237,7 +237,7 @@ void run_chunked_delta_backward(const problem& pb, const source<Scalar>& src, co
       for (index_t i = 0; i < m; ++i) {
         const index_t s = c0 + i;
         float* row = dO.row(i).data();
-        if (st.flag(s) & detail::route_read) load(tg.dO + (st.token[s] * HV + tg.hv) * V, row, V);
+        if (st.flag(s) & detail::route_read) load(tg.dO + (st.tok(s) * HV + tg.hv) * V, row, V);
         else std::fill(row, row + V, 0.f);
       }
 
@@ -327,7 +327,7 @@ void run_chunked_delta_backward(const problem& pb, const source<Scalar>& src, co
     // ---- per-step gradients ----
     float acc = 0.f;  // reverse cumsum of dG
     for (index_t i = m - 1; i >= 0; --i) {
-      const index_t s = c0 + i, t = st.token[s], row = t - tg.tok0;
+      const index_t s = c0 + i, t = st.tok(s), row = t - tg.tok0;
       const std::uint8_t f = st.flag(s);
       const bool w = f & detail::route_write, r = f & detail::route_read;
       if (any_w) acc += dG[i];

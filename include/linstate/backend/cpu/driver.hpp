@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <vector>
 
 #include "../../algorithm.hpp"
@@ -65,13 +64,35 @@ inline void keep_eigen_on_this_thread() {
 #endif
 }
 
+//! A per-thread object of type Scratch, kept from call to call (sized on first use, then reused).
+template <class Scratch>
+Scratch& thread_scratch() {
+  static thread_local Scratch s;
+  return s;
+}
+
+//! The fp32 output accumulator of one task, n zeros: up to `small` floats a per-thread buffer kept from
+//! call to call (so a decode step touches no heap), beyond that a buffer of this call's own (so a long
+//! prefill leaves no large buffer behind in every thread).
+struct acc_buffer {
+  static constexpr std::size_t small = std::size_t{1} << 16;
+  struct kept {
+    std::vector<float> v;
+  };
+  std::vector<float> own;
+  float* zeros(std::size_t n) {
+    std::vector<float>& b = n <= small ? thread_scratch<kept>().v : own;
+    b.assign(n, 0.f);
+    return b.data();
+  }
+};
+
 //! The stream partition p of sequence s sees: every token with weight 1 (shared partition, single
 //! partition, dense router), or the routed stream built for (s, n).
-inline stream partition_stream(const problem& pb, index_t s, index_t p, bool routed, const routed_streams& rs,
-                               const index_t* all_tokens) {
+inline stream partition_stream(const problem& pb, index_t s, index_t p, bool routed, const routed_streams& rs) {
   const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
   const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
-  if ((pb.shared && p == 0) || !routed) return stream{len, all_tokens + tok0, nullptr, nullptr, nullptr};
+  if ((pb.shared && p == 0) || !routed) return stream{len, nullptr, nullptr, nullptr, nullptr, tok0};
   return rs.get(s, p - (pb.shared ? 1 : 0), pb.N);
 }
 
@@ -91,8 +112,6 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     detail::compute_routing(pb, in, rt);
     build_routed_streams(pb, rt, gather, rs);
   }
-  std::vector<index_t> all_tokens(static_cast<std::size_t>(pb.tokens()));
-  std::iota(all_tokens.begin(), all_tokens.end(), index_t{0});
 
   const source<Scalar> main_src{in.q.data, in.k.data, in.g.data, in.beta.data, in.v.data};
   const source<Scalar> shared_src{in.shared.q.data, in.shared.k.data, in.shared.g.data, in.shared.beta.data, in.v.data};
@@ -118,15 +137,18 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
 #endif
   {
     keep_eigen_on_this_thread();
-    recurrent_scratch rsc;
+    // The recurrent kernels' scratch is kept per thread from call to call (a few K- and V-vectors):
+    // with the output accumulator's (acc_buffer) and the problem's inline offsets (seq_offsets), a
+    // decode step (T = 1, recurrent) allocates nothing on the heap once a thread has run one.
+    recurrent_scratch& rsc = thread_scratch<recurrent_scratch>();
+    generic_scratch& gsc = thread_scratch<generic_scratch>();
     chunk_scratch csc;
     delta_scratch dsc;
-    generic_scratch gsc;
     if constexpr (generic) gsc.reserve(K, V, pb.gate_width());
     else if (chunk == 0) rsc.reserve(K, V);
     else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
     else csc.reserve(chunk, K, V);
-    std::vector<float> o_acc;
+    acc_buffer o_acc;
     if (lockstep) {
       if constexpr (!generic) {
 #if LINSTATE_HAS_OPENMP
@@ -143,7 +165,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
           const index_t hv0 = HV * b / blocks, hv1 = HV * (b + 1) / blocks;
           const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
           const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
-          const stream st{len, all_tokens.data() + tok0, nullptr, nullptr, nullptr};
+          const stream st{len, nullptr, nullptr, nullptr, nullptr, tok0};
           for (index_t c0 = 0; c0 < len; c0 += chunk)
             for (index_t hv = hv0; hv < hv1; ++hv) {
               const target tg{pb.key_head(hv), hv, state + (s * HV + hv) * K * V, nullptr, tok0};
@@ -172,13 +194,13 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
         const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
         const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
         if (len == 0) continue;
-        o_acc.assign(static_cast<std::size_t>(len * V), 0.f);
+        float* const acc = o_acc.zeros(static_cast<std::size_t>(len * V));
         for (index_t p = 0; p < P; ++p) {
           const bool is_shared = pb.shared && p == 0;
           const source<Scalar>& src = is_shared ? shared_src : main_src;
-          const stream st = partition_stream(pb, s, p, routed, rs, all_tokens.data());
+          const stream st = partition_stream(pb, s, p, routed, rs);
           if (st.n == 0) continue;
-          const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, o_acc.data(), tok0};
+          const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, acc, tok0};
           if constexpr (generic) run_recurrent_generic<D>(pb, src, st, tg, gsc);
           else if (chunk == 0) run_recurrent<D>(pb, src, st, tg, rsc);
           else if constexpr (is_delta<D>) run_chunked_delta<D>(pb, src, st, tg, chunk, dsc);
@@ -186,7 +208,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
         }
         for (index_t t = 0; t < len; ++t) {
           Scalar* dst = o + ((tok0 + t) * HV + hv) * V;
-          const float* a = o_acc.data() + t * V;
+          const float* a = acc + t * V;
           for (index_t j = 0; j < V; ++j) dst[j] = detail::from_float<Scalar>(a[j]);
         }
       }

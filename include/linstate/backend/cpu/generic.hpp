@@ -77,7 +77,7 @@ void run_recurrent_generic(const problem& pb, const source<Scalar>& src, const s
     const bool w = f & detail::route_write, r = f & detail::route_read;
     if (!w && !r) continue;
     if (!loaded) to_columns(tg.state, S, K, V), loaded = true;
-    const index_t t = st.token[i];
+    const index_t t = st.tok(i);
     if (w) {
       wrote = true;
       const token<float> x = load_token<D>(pb, src, t, tg.h, tg.hv, st.wgt_w(i), sc);
@@ -110,7 +110,7 @@ void run_recurrent_generic_backward(const problem& pb, const source<Scalar>& src
   sc.ckpt.resize(static_cast<std::size_t>(std::max<index_t>(nseg, 1) * KV));
   sc.seg.resize(static_cast<std::size_t>((segment + 1) * KV));
   auto update = [&](index_t i, float* Scol) {
-    const index_t t = st.token[i];
+    const index_t t = st.tok(i);
     const token<float> x = load_token<D>(pb, src, t, tg.h, tg.hv, st.wgt_w(i), sc);
     load(src.v + (t * pb.HV + tg.hv) * V, sc.v.data(), V);
     for (index_t j = 0; j < V; ++j) D::step(x, j, sc.v[static_cast<std::size_t>(j)], column<float>{Scol + j * K, 1});
@@ -148,7 +148,7 @@ void run_recurrent_generic_backward(const problem& pb, const source<Scalar>& src
       const std::uint8_t f = st.flag(i);
       const bool w = f & detail::route_write, r = f & detail::route_read;
       if (!w && !r) continue;
-      const index_t t = st.token[i], row = t - tg.tok0;
+      const index_t t = st.tok(i), row = t - tg.tok0;
       const index_t after = slot_of[static_cast<std::size_t>(i - b)];
       const float* Safter = sc.seg.data() + after * KV;
       if (r) {  // o_t += s·cr·Sᵀq̂:  dq̂ = s·cr·S dO, dcr = s·⟨q̂, S dO⟩, Dh += s·cr·q̂ dOᵀ

@@ -36,11 +36,13 @@ using RowVec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
 //! The ordered tokens one partition state sees.
 struct stream {
   index_t n = 0;                         // steps
-  const index_t* token = nullptr;        // [n] flat token index (b*T + t)
+  const index_t* token = nullptr;        // [n] flat token index (b*T + t) (nullptr: first + i)
   const float* cw = nullptr;             // [n] write weight (nullptr: 1)
   const float* cr = nullptr;             // [n] read weight (nullptr: 1)
   const std::uint8_t* flags = nullptr;   // [n] detail::route_write | route_read (nullptr: both)
+  index_t first = 0;                     // without `token`: the flat token of step 0 (consecutive tokens)
 
+  index_t tok(index_t i) const { return token ? token[i] : first + i; }
   std::uint8_t flag(index_t i) const { return flags ? flags[i] : std::uint8_t(detail::route_write | detail::route_read); }
   float wgt_w(index_t i) const { return cw ? cw[i] : 1.f; }
   float wgt_r(index_t i) const { return cr ? cr[i] : 1.f; }
@@ -104,7 +106,7 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
   float* __restrict g = sc.g.data();
   float* __restrict v = sc.v.data();
   for (index_t i = 0; i < st.n; ++i) {
-    const index_t t = st.token[i];
+    const index_t t = st.tok(i);
     const std::uint8_t f = st.flag(i);
     const bool w = f & detail::route_write, r = f & detail::route_read;
     if (!w && !r) continue;
@@ -229,7 +231,7 @@ inline void add_read_rows(const stream& st, index_t c0, index_t m, const RowMat&
   for (index_t i = 0; i < m; ++i) {
     const index_t s = c0 + i;
     if (!(st.flag(s) & detail::route_read)) continue;
-    float* __restrict o = tg.o_acc + (st.token[s] - tg.tok0) * V;
+    float* __restrict o = tg.o_acc + (st.tok(s) - tg.tok0) * V;
     const float* __restrict src = O.row(i).data();
     for (index_t j = 0; j < V; ++j) o[j] += src[j];
   }
@@ -278,7 +280,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
   const index_t m = std::min(C, st.n - c0);
   bool any_w = false, any_r = false;
   for (index_t i = 0; i < m; ++i) {
-    const index_t s = c0 + i, t = st.token[s];
+    const index_t s = c0 + i, t = st.tok(s);
     const std::uint8_t f = st.flag(s);
     const bool w = f & detail::route_write, r = f & detail::route_read;
     any_w |= w, any_r |= r;
@@ -416,7 +418,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
   bool any_w = false, any_r = false;
   double gsum = 0.;  // G: the floored λ summed in fp64, each G_i rounded once to fp32
   for (index_t i = 0; i < m; ++i) {
-    const index_t s = c0 + i, t = st.token[s];
+    const index_t s = c0 + i, t = st.tok(s);
     const std::uint8_t f = st.flag(s);
     const bool w = f & detail::route_write, r = f & detail::route_read;
     any_w |= w, any_r |= r;

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+// A CPU decode step allocates nothing on the heap (issue 13, item 2): linstate::forward_in_place with
+// T = 1 and linstate::recurrent{}, once its threads have run one step. Its own program, because it
+// replaces the global operator new (and, with glibc and no sanitizer, malloc) with counting versions.
+// The step's result is checked too (against linstate::forward on the same inputs), so that a step
+// that skipped its work could not pass.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#include <linstate/linstate.hpp>
+#include <linstate/testing/inputs.hpp>
+
+namespace {
+std::atomic<long> g_allocs{0};
+std::atomic<bool> g_counting{false};
+inline void note() {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocs.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+// operator new, all the forms the library can reach (the aligned ones: Eigen's fixed-size members)
+void* operator new(std::size_t n) {
+  note();
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return ::operator new(n); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  note();
+  const std::size_t al = static_cast<std::size_t>(a);
+  if (void* p = std::aligned_alloc(al, (std::max<std::size_t>(n, 1) + al - 1) / al * al)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n, std::align_val_t a) { return ::operator new(n, a); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+// malloc itself (Eigen's dynamic matrices, the OpenMP runtime): glibc's own entry point behind a
+// counter. Not under the sanitizers, which replace malloc themselves.
+#if defined(__GLIBC__) && !defined(LINSTATE_TEST_SANITIZED) && !defined(__SANITIZE_ADDRESS__)
+#define LINSTATE_COUNT_MALLOC 1
+extern "C" void* __libc_malloc(std::size_t);
+extern "C" void* malloc(std::size_t n) noexcept {
+  note();
+  return __libc_malloc(n);
+}
+#else
+#define LINSTATE_COUNT_MALLOC 0
+#endif
+
+namespace {
+
+using linstate::index_t;
+
+struct gla : linstate::spec<> {};
+struct gdn : linstate::spec<> {
+  using decay = linstate::decay::gated_delta_rule<false>;
+};
+struct gdn_l2 : linstate::spec<> {
+  using decay = linstate::decay::gated_delta_rule<true>;
+};
+
+//! Heap allocations of `steps` decode steps after one warm-up step, and the largest difference of
+//! the last step's o and state from linstate::forward (recurrent) over the same token and state.
+template <class Spec>
+void check_decode(index_t B, int threads) {
+  CAPTURE(B);
+  CAPTURE(threads);
+  // K = V = 64, H = 4: B = 1 runs on the calling thread, B = 16 on a team (driver.hpp's work threshold)
+  const index_t H = 4, K = 64, V = 64;
+  auto data = linstate::testing::random_inputs<Spec>({.B = B, .T = 1, .H = H, .HV = H, .K = K, .V = V}, 7);
+  linstate::inputs<float> in = data.view();
+  const linstate::tensor<float> h0 = data.initial_state;  // the state before every step
+  in.initial_state = {};
+  linstate::tensor<float> state = h0;
+  linstate::tensor<float> o({B, 1, H, V});
+  const linstate::cpu be{.threads = threads};
+
+  linstate::forward_in_place<Spec>(be, in, state.view(), o.view(), linstate::recurrent{});  // warm-up
+  const int steps = 20;
+  g_allocs = 0;
+  g_counting = true;
+  for (int i = 0; i < steps; ++i) {
+    std::copy(h0.values().begin(), h0.values().end(), state.values().begin());
+    linstate::forward_in_place<Spec>(be, in, state.view(), o.view(), linstate::recurrent{});
+  }
+  g_counting = false;
+  CHECK(g_allocs.load() == 0);
+
+  // the step did its work: the same as forward from h0
+  linstate::inputs<float> in0 = data.view();
+  const auto want = linstate::forward<Spec>(be, in0, linstate::recurrent{});
+  float d_o = 0.f, d_s = 0.f, m_o = 0.f;
+  for (index_t i = 0; i < o.numel(); ++i)
+    d_o = std::max(d_o, std::abs(o.data()[i] - want.o.data()[i])), m_o = std::max(m_o, std::abs(want.o.data()[i]));
+  for (index_t i = 0; i < state.numel(); ++i) d_s = std::max(d_s, std::abs(state.data()[i] - want.final_state.data()[i]));
+  CHECK(m_o > 0.f);
+  CHECK(d_o == 0.f);
+  CHECK(d_s == 0.f);
+}
+
+}  // namespace
+
+TEST_CASE("decode steps allocate nothing on the heap (operator new" "/malloc counted)") {
+  MESSAGE("malloc counted too: " << (LINSTATE_COUNT_MALLOC ? "yes" : "no (operator new only)"));
+  for (int threads : {1, 2})
+    for (index_t B : {1, 16}) {
+      check_decode<gla>(B, threads);
+      check_decode<gdn>(B, threads);
+      check_decode<gdn_l2>(B, threads);
+    }
+}
+
+TEST_CASE("the allocation counter counts") {
+  g_allocs = 0;
+  g_counting = true;
+  auto* v = new std::vector<float>(1000);
+  g_counting = false;
+  CHECK(g_allocs.load() >= 2);
+  delete v;
+}
