@@ -316,7 +316,7 @@ int main(int argc, char** argv) {
 #if defined(_OPENMP)
   omp_set_num_threads(per_job);
 #endif
-  Eigen::setNbThreads(per_job);
+  Eigen::setNbThreads(1);  // the layers split their products over the threads themselves (layers/ops.hpp)
 
   std::printf("mqar: device %s, vocab %d, seq_len %d, %d pairs (%d queries), d_model %lld, %lld layers, %lld heads, batch %lld, "
               "%lld steps, lr %.1e, %d threads: %lld run(s) side by side on %d thread(s) each, seeds",

@@ -150,7 +150,8 @@ void forward_in_place(const cpu& be, const inputs<Scalar>& in, const tensor_view
 template <class Spec, InputScalar Scalar>
 shape_t state_shape(const inputs<Scalar>& in, const options& opt = {}) {
   static_assert(detail::validate<Spec>());
-  return detail::make_problem<Spec>("linstate::state_shape", in, tensor_view<Scalar>{}, tensor_view<float>{}, "state", opt,
+  static const std::string api = "linstate::state_shape";  // static: a training step's call builds no string
+  return detail::make_problem<Spec>(api, in, tensor_view<Scalar>{}, tensor_view<float>{}, "state", opt,
                                     /*o_given=*/false, /*host_data=*/false)
       .state_shape();
 }

@@ -312,6 +312,7 @@ struct routing {
   std::vector<float> prob;          // the router's scores (top_k: softmax, rounded when round_to_input)
   std::vector<float> cw, cr;        // write / read weights actually used (0 where not selected)
   std::vector<std::uint8_t> flags;  // route_write | route_read
+  std::vector<float> row;           // one token's logits (compute_routing's working row)
 };
 
 //! Runs router R's `route` on every token (host data).
@@ -324,7 +325,8 @@ void compute_routing(const problem& pb, const typename R::config& cfg, const ten
   rt.cw.assign(rt.prob.size(), 0.f);
   rt.cr.assign(rt.prob.size(), 0.f);
   rt.flags.assign(rt.prob.size(), 0);
-  std::vector<float> x(static_cast<std::size_t>(N));
+  std::vector<float>& x = rt.row;  // kept with rt: a routing object that is reused allocates nothing
+  x.resize(static_cast<std::size_t>(N));
   const auto round = [](float p) { return round_to<Scalar>(p); };
   for (index_t t = 0; t < n_tok; ++t) {
     for (index_t n = 0; n < N; ++n) x[static_cast<std::size_t>(n)] = to_float(logits.data[t * N + n]);

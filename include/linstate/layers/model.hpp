@@ -92,7 +92,9 @@ loss_result cross_entropy(const Real* logits, std::span<const std::int32_t> targ
                   std::to_string(ignore_index) + ")");
     ++count;
   }
-  std::vector<double> row(static_cast<std::size_t>(M), 0.0);
+  // the per-row losses, kept per thread from call to call (a training step allocates nothing)
+  static thread_local std::vector<double> row;
+  row.assign(static_cast<std::size_t>(M), 0.0);
   const double inv = count ? scale / static_cast<double>(count) : 0.0;
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static) if (M * C > 32768)
@@ -199,7 +201,7 @@ class model {
   //! \brief logits `[B,T,vocab]` (row-major B·T·vocab) of ids `[B,T]`; returns Σ_blocks
   //! balance_coefficient · aux. Keeps what backward needs.
   double forward(std::span<const std::int32_t> ids, index_t B, index_t T) {
-    const std::string api = "linstate::layers::model::forward";
+    static const std::string api = "linstate::layers::model::forward";  // static: a step builds no string
     if (B < 0 || T < 0 || static_cast<index_t>(ids.size()) != B * T)
       throw error(api + ": ids hold " + std::to_string(ids.size()) + " tokens but [B,T] = [" + std::to_string(B) + "," +
                   std::to_string(T) + "]");
@@ -273,7 +275,7 @@ class model {
   //! \brief Backward of the last forward for a loss whose gradient at the logits is `dlogits`
   //! `[B,T,vocab]`, plus the blocks' balance terms: adds into every parameter's grad.
   void backward(std::span<const Real> dlogits) {
-    const std::string api = "linstate::layers::model::backward";
+    static const std::string api = "linstate::layers::model::backward";
     if (!forwarded_) throw error(api + ": no forward call to differentiate (call forward first)");
     if (dlogits.size() != logits_.size())
       throw error(api + ": dlogits hold " + std::to_string(dlogits.size()) + " values but the last forward's logits [B,T,vocab] hold " +

@@ -39,6 +39,13 @@ using cmap = Eigen::Map<const matrix<Real>>;
 // slower than one thread on the loaded 2-core VM (3.3 s instead of 0.2 s for a GLA layer step at
 // B = 32, T = 256, D = 64).
 
+// Each Eigen product covers at most gemm_rows rows of x (and matmul_tn_acc at most gemm_rows rows of
+// its depth): Eigen then packs its blocks on the stack (they stay under EIGEN_STACK_ALLOCATION_LIMIT,
+// 128 KB, for widths up to 256) instead of allocating them on the heap for every product, so a
+// training step allocates nothing once its buffers exist (docs/layers.md). Repacking W for every
+// 128 rows costs about 1/128 of the product.
+inline constexpr index_t gemm_rows = 128;
+
 //! Threads for a product of `flops` multiply-adds: 1 below ~1 M, else OpenMP's maximum.
 inline int gemm_threads(index_t flops) {
 #if LINSTATE_HAS_OPENMP
@@ -49,20 +56,24 @@ inline int gemm_threads(index_t flops) {
 #endif
 }
 
-//! Runs f(first, last) over [0, n) split into one contiguous block per thread.
+//! Runs f(first, last) over [0, n) split into one contiguous block per thread. f runs inside an
+//! OpenMP region even on one thread, with this thread's team size set to 1 for the region: Eigen's
+//! products inside f then stay on their thread (outside a region Eigen would fork its own team for a
+//! product of more than ~100 K multiply-adds whenever omp_get_max_threads() > 1, and allocate for it).
+//! An application that called Eigen::setNbThreads(n > 1) overrides that; the layers do not need it.
 template <class F>
 void blocks(index_t n, int threads, const F& f) {
-  if (threads <= 1 || n < 2 * threads) {
-    f(index_t(0), n);
-    return;
-  }
+  if (threads <= 1 || n < 2 * threads) threads = 1;
 #if LINSTATE_HAS_OPENMP
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; ++t) {
-    const index_t a = n * t / threads, b = n * (t + 1) / threads;
+#pragma omp parallel num_threads(threads)
+  {
+    omp_set_num_threads(1);  // for the products inside f (local to this region's task)
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const index_t a = n * t / nt, b = n * (t + 1) / nt;
     if (a < b) f(a, b);
   }
 #else
+  (void)threads;
   f(index_t(0), n);
 #endif
 }
@@ -75,10 +86,13 @@ void matmul(const Real* x, const Real* W, Real* y, index_t M, index_t K, index_t
     if (!accumulate) map<Real>(y, M, N).setZero();
     return;
   }
-  blocks(M, gemm_threads(M * K * N), [&](index_t a, index_t b) {
-    map<Real> Y(y + a * N, b - a, N);
-    if (accumulate) Y.noalias() += cmap<Real>(x + a * K, b - a, K) * cmap<Real>(W, K, N);
-    else Y.noalias() = cmap<Real>(x + a * K, b - a, K) * cmap<Real>(W, K, N);
+  blocks(M, gemm_threads(M * K * N), [&](index_t a0, index_t b0) {
+    for (index_t a = a0; a < b0; a += gemm_rows) {
+      const index_t b = std::min(b0, a + gemm_rows);
+      map<Real> Y(y + a * N, b - a, N);
+      if (accumulate) Y.noalias() += cmap<Real>(x + a * K, b - a, K) * cmap<Real>(W, K, N);
+      else Y.noalias() = cmap<Real>(x + a * K, b - a, K) * cmap<Real>(W, K, N);
+    }
   });
 }
 
@@ -88,8 +102,11 @@ void matmul_tn_acc(const Real* x, const Real* dy, Real* dW, index_t M, index_t K
   if (M == 0 || K == 0 || N == 0) return;
   using strided = Eigen::Map<const matrix<Real>, 0, Eigen::OuterStride<>>;
   blocks(K, gemm_threads(M * K * N), [&](index_t a, index_t b) {
-    const strided xs(x + a, M, b - a, Eigen::OuterStride<>(K));  // columns [a, b) of x
-    map<Real>(dW + a * N, b - a, N).noalias() += xs.transpose() * cmap<Real>(dy, M, N);
+    for (index_t m0 = 0; m0 < M; m0 += gemm_rows) {  // the depth in gemm_rows pieces, in order
+      const index_t m = std::min(M - m0, gemm_rows);
+      const strided xs(x + m0 * K + a, m, b - a, Eigen::OuterStride<>(K));  // rows [m0, m0+m), columns [a, b) of x
+      map<Real>(dW + a * N, b - a, N).noalias() += xs.transpose() * cmap<Real>(dy + m0 * N, m, N);
+    }
   });
 }
 
@@ -101,10 +118,13 @@ void matmul_nt(const Real* dy, const Real* W, Real* dx, index_t M, index_t K, in
     if (!accumulate) map<Real>(dx, M, K).setZero();
     return;
   }
-  blocks(M, gemm_threads(M * K * N), [&](index_t a, index_t b) {
-    map<Real> DX(dx + a * K, b - a, K);
-    if (accumulate) DX.noalias() += cmap<Real>(dy + a * N, b - a, N) * cmap<Real>(W, K, N).transpose();
-    else DX.noalias() = cmap<Real>(dy + a * N, b - a, N) * cmap<Real>(W, K, N).transpose();
+  blocks(M, gemm_threads(M * K * N), [&](index_t a0, index_t b0) {
+    for (index_t a = a0; a < b0; a += gemm_rows) {
+      const index_t b = std::min(b0, a + gemm_rows);
+      map<Real> DX(dx + a * K, b - a, K);
+      if (accumulate) DX.noalias() += cmap<Real>(dy + a * N, b - a, N) * cmap<Real>(W, K, N).transpose();
+      else DX.noalias() = cmap<Real>(dy + a * N, b - a, N) * cmap<Real>(W, K, N).transpose();
+    }
   });
 }
 

@@ -292,7 +292,12 @@ class token_mixer {
     sz(o_, M * HV);
     if constexpr (std::is_same_v<Real, float>) {
       const auto t0 = std::chrono::steady_clock::now();
-      linstate::forward<V>(cfg_.backend, kin_, outputs<float>{{o_.data(), vs}, {}}, Algorithm{}, Strategy{}, cfg_.kernel);
+      // the final state goes into a buffer of the layer's (not needed here, but without one the
+      // kernel call would make a scratch state [S,P,HV,K,V] on every step)
+      const shape_t st = linstate::state_shape<V>(kin_, cfg_.kernel);
+      state_.resize(static_cast<std::size_t>(st.numel()));
+      linstate::forward<V>(cfg_.backend, kin_, outputs<float>{{o_.data(), vs}, {state_.data(), st}}, Algorithm{}, Strategy{},
+                           cfg_.kernel);
       kernel_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } else {
       layers_detail::inputs64 in;
@@ -648,6 +653,7 @@ class token_mixer {
   std::vector<Real> x_, vp_, vf_, logits_, o_, hog_, z_, sig_, yn_, rstd_;
   std::vector<Real> dyn_, do_, dhog_, dz_, dvf_, dvp_, dlogits_;
   std::vector<float> vf32_, logits32_, dlogits32_, do32_;
+  std::vector<float> state_;  //!< the kernel's final state [S,P,HV,K,V] (fp32 forward; not read)
   inputs<float> kin_{};
 };
 

@@ -17,9 +17,9 @@ namespace linstate::cpu_detail {
 //! over heads, through the router policy's own backward (R::weights_backward, per token).
 template <class R, class Scalar>
 void router_backward(const detail::problem_for<R>& pb, const inputs<Scalar>& in, const detail::routing& rt,
-                     const float* dcw, const float* dcr, float* dlogits) {
+                     const float* dcw, const float* dcr, float* dlogits, std::vector<float>& x, std::vector<float>& work) {
   const index_t N = pb.N;
-  std::vector<float> x(static_cast<std::size_t>(N)), work(static_cast<std::size_t>(N));
+  x.resize(static_cast<std::size_t>(N)), work.resize(static_cast<std::size_t>(N));
   for (index_t t = 0; t < pb.tokens(); ++t) {
     const std::size_t o = static_cast<std::size_t>(t * N);
     for (index_t n = 0; n < N; ++n) x[static_cast<std::size_t>(n)] = detail::to_float(in.router_logits.data[o + n]);
@@ -34,6 +34,19 @@ void store(tensor_view<Scalar> dst, index_t offset, const float* src, index_t n)
   for (index_t i = 0; i < n; ++i) dst.data[offset + i] = detail::from_float<Scalar>(src[i]);
 }
 
+//! The backward driver's call buffers (call_buffers, driver.hpp).
+struct backward_buffers {
+  detail::routing rt;
+  routed_streams rs;
+  std::vector<float> dcw_all, dcr_all, dl, x, work;
+};
+
+//! One task's gradient rows (a sequence's tokens × K or V), per thread: kept from call to call while
+//! they are small (acc_buffer::small floats each), the task's own beyond.
+struct backward_task_buffers {
+  std::vector<float> dq[2], dk[2], dg[2], dbeta[2], dv, dcw_step, dcr_step;
+};
+
 template <class D, class R, class Scalar>
 void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const cotangents<Scalar>& dout,
                   const gradients<Scalar>& gr, index_t chunk, bool gather) {
@@ -41,14 +54,16 @@ void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<
   constexpr bool generic = detail::is_generic<D>;
   const index_t gk = std::max<index_t>(pb.gate_width(), 1);  // gate entries per (token, value head)
   const bool routed = pb.routed;
-  detail::routing rt;
-  routed_streams rs;
+  call_buffers<backward_buffers> cb;
+  backward_buffers& bb = cb.get(R::routes ? HV * pb.tokens() * N : 0);
+  detail::routing& rt = bb.rt;
+  routed_streams& rs = bb.rs;
   if constexpr (R::routes) {
     detail::compute_routing(pb, in, rt);
     build_routed_streams(pb, rt, gather, rs);
   }
   // per (value head, token, partition) weight gradients, each slot written by one task only
-  std::vector<float> dcw_all, dcr_all;
+  std::vector<float>&dcw_all = bb.dcw_all, &dcr_all = bb.dcr_all;
   if (routed) {
     dcw_all.assign(static_cast<std::size_t>(HV * pb.tokens() * N), 0.f);
     dcr_all.assign(dcw_all.size(), 0.f);
@@ -66,15 +81,19 @@ void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<
 #endif
   {
     keep_eigen_on_this_thread();
-    recurrent_bwd_scratch rsc;
-    chunk_bwd_scratch csc;
-    delta_bwd_scratch dsc;
-    generic_scratch gsc;
+    // the kernels' scratch (bounded by K, V and the chunk or segment) is kept per thread from call to
+    // call, as in the forward driver: a training step whose shapes repeat allocates nothing
+    // (the recurrent segment's states, (segment + 1)·K·V floats, are kept only up to 1 Mi floats)
+    recurrent_bwd_scratch own_rsc;
+    recurrent_bwd_scratch& rsc = (segment + 1) * K * V <= (index_t{1} << 20) ? thread_scratch<recurrent_bwd_scratch>() : own_rsc;
+    chunk_bwd_scratch& csc = thread_scratch<chunk_bwd_scratch>();
+    delta_bwd_scratch& dsc = thread_scratch<delta_bwd_scratch>();
+    generic_scratch& gsc = thread_scratch<generic_scratch>();
     if constexpr (generic) gsc.reserve(K, V, pb.gate_width());
     else if (chunk == 0) rsc.reserve(K, V, segment);
     else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
     else csc.reserve(chunk, K, V);
-    std::vector<float> dq[2], dk[2], dg[2], dbeta[2], dv, dcw_step, dcr_step;
+    backward_task_buffers own;
 #if LINSTATE_HAS_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
@@ -82,6 +101,18 @@ void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<
       const index_t s = task / H, h = task % H;
       const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
       const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
+      const bool small = static_cast<std::size_t>(len * std::max({K, V, gk})) <= acc_buffer::small;
+      backward_task_buffers& tb = small ? thread_scratch<backward_task_buffers>() : own;
+      auto& dq = tb.dq;
+      auto& dk = tb.dk;
+      auto& dg = tb.dg;
+      auto& dbeta = tb.dbeta;
+      auto& dv = tb.dv;
+      auto& dcw_step = tb.dcw_step;
+      auto& dcr_step = tb.dcr_step;
+      // a routed stream holds at most the sequence's tokens: room for that once, so that streams that
+      // grow from step to step (the router learns) do not reallocate
+      dcw_step.reserve(static_cast<std::size_t>(len)), dcr_step.reserve(static_cast<std::size_t>(len));
       for (int fam = 0; fam < 2; ++fam) {
         dq[fam].assign(static_cast<std::size_t>(len * K), 0.f);
         dk[fam].assign(static_cast<std::size_t>(len * K), 0.f);
@@ -143,8 +174,9 @@ void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<
       for (index_t i = 0; i < pb.tokens() * N; ++i)
         dcw_all[static_cast<std::size_t>(i)] += dcw_all[static_cast<std::size_t>(hv * pb.tokens() * N + i)],
             dcr_all[static_cast<std::size_t>(i)] += dcr_all[static_cast<std::size_t>(hv * pb.tokens() * N + i)];
-    std::vector<float> dl(static_cast<std::size_t>(pb.tokens() * N));
-    if constexpr (R::routes) router_backward(pb, in, rt, dcw_all.data(), dcr_all.data(), dl.data());
+    std::vector<float>& dl = bb.dl;
+    dl.assign(static_cast<std::size_t>(pb.tokens() * N), 0.f);
+    if constexpr (R::routes) router_backward(pb, in, rt, dcw_all.data(), dcr_all.data(), dl.data(), bb.x, bb.work);
     store(gr.router_logits, 0, dl.data(), pb.tokens() * N);
   }
 }

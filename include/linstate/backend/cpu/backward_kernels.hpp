@@ -50,13 +50,16 @@ struct recurrent_bwd_scratch {
   std::vector<float> seg;    // [segment + 1, K, V] states inside the current segment
   std::vector<index_t> idx;  // [segment] which `seg` slot holds the state after each step
   std::vector<float> Dh;     // [K, V]
-  std::vector<float> q, qraw, k, kraw, v, g, hd, dkh, du, w, pk, pdu, tmpK;
+  std::vector<float> q, qraw, k, kraw, v, g, hd, dkh, du, w, pk, pdu, tmpK, dO;
+  //! ckpt above this many floats is released after the stream (kept per thread, it would otherwise
+  //! hold a long sequence's checkpoints from call to call)
+  static constexpr std::size_t kept_ckpt = std::size_t{1} << 18;
   void reserve(index_t K, index_t V, index_t segment) {
     const auto nk = static_cast<std::size_t>(K), nv = static_cast<std::size_t>(V);
     seg.resize(static_cast<std::size_t>(segment + 1) * nk * nv), idx.resize(static_cast<std::size_t>(segment));
     Dh.resize(nk * nv);
     for (std::vector<float>* x : {&q, &qraw, &k, &kraw, &g, &hd, &dkh, &pdu, &tmpK}) x->resize(nk);
-    for (std::vector<float>* x : {&v, &du, &w, &pk}) x->resize(nv);
+    for (std::vector<float>* x : {&v, &du, &w, &pk, &dO}) x->resize(nv);
   }
 };
 
@@ -130,7 +133,7 @@ void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const 
   float* __restrict v = sc.v.data();
   float* __restrict hd = sc.hd.data();
   float* __restrict dkh = sc.dkh.data();
-  std::vector<float> dO(static_cast<std::size_t>(V));
+  std::vector<float>& dO = sc.dO;  // [V] (reserve() sized it)
 
   for (index_t sg = nseg - 1; sg >= 0; --sg) {
     const index_t b = sg * segment, e = std::min(st.n, b + segment);
@@ -262,6 +265,7 @@ void run_recurrent_backward(const problem& pb, const source<Scalar>& src, const 
     }
   }
   if (tg.dh0) std::memcpy(tg.dh0, Dh, static_cast<std::size_t>(KV) * sizeof(float));
+  if (sc.ckpt.size() > recurrent_bwd_scratch::kept_ckpt) std::vector<float>().swap(sc.ckpt);
 }
 
 }  // namespace linstate::cpu_detail

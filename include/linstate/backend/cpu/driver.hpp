@@ -34,6 +34,10 @@ inline void build_routed_streams(const problem& pb, const detail::routing& rt, b
   const index_t N = pb.N;
   rs.begin.assign(static_cast<std::size_t>(pb.S * N + 1), 0);
   rs.token.clear(), rs.cw.clear(), rs.cr.clear(), rs.flags.clear();
+  // room for the most a call can hold (mask: every token in every partition), so that a reused
+  // routed_streams never grows while the shapes repeat, whatever the router chose this time
+  const auto most = static_cast<std::size_t>(pb.tokens() * N);
+  rs.token.reserve(most), rs.cw.reserve(most), rs.cr.reserve(most), rs.flags.reserve(most);
   for (index_t s = 0; s < pb.S; ++s)
     for (index_t n = 0; n < N; ++n) {
       for (index_t t = pb.seq[static_cast<std::size_t>(s)]; t < pb.seq[static_cast<std::size_t>(s + 1)]; ++t) {
@@ -87,6 +91,25 @@ struct acc_buffer {
   }
 };
 
+//! Buffers a call fills once, outside its parallel region, in proportion to its tokens (routing,
+//! routed streams, router gradients): up to acc_buffer::small elements the calling thread's own,
+//! kept from call to call (a decode or training step then allocates nothing once its shapes
+//! repeat), beyond that the call's own (a long prefill leaves nothing large behind). `Buffers` is a
+//! struct of the call's vectors, one type per kind of call.
+template <class Buffers>
+struct call_buffers {
+  Buffers own;
+  Buffers& get(index_t elements) {
+    return static_cast<std::size_t>(elements) <= acc_buffer::small ? thread_scratch<Buffers>() : own;
+  }
+};
+
+//! The forward driver's call buffers.
+struct forward_buffers {
+  detail::routing rt;
+  routed_streams rs;
+};
+
 //! The stream partition p of sequence s sees: every token with weight 1 (shared partition, single
 //! partition, dense router), or the routed stream built for (s, n).
 inline stream partition_stream(const problem& pb, index_t s, index_t p, bool routed, const routed_streams& rs) {
@@ -105,8 +128,10 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
          index_t chunk, bool gather) {
   constexpr bool generic = detail::is_generic<D>;
   const index_t S = pb.S, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P;
-  detail::routing rt;
-  routed_streams rs;
+  call_buffers<forward_buffers> cb;
+  forward_buffers& fb = cb.get(R::routes ? pb.tokens() * pb.N : 0);
+  detail::routing& rt = fb.rt;
+  routed_streams& rs = fb.rs;
   const bool routed = pb.routed;
   if constexpr (R::routes) {
     detail::compute_routing(pb, in, rt);
@@ -142,8 +167,9 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     // decode step (T = 1, recurrent) allocates nothing on the heap once a thread has run one.
     recurrent_scratch& rsc = thread_scratch<recurrent_scratch>();
     generic_scratch& gsc = thread_scratch<generic_scratch>();
-    chunk_scratch csc;
-    delta_scratch dsc;
+    // the chunked kernels' scratch (a few chunk × K / V matrices) is kept per thread too
+    chunk_scratch& csc = thread_scratch<chunk_scratch>();
+    delta_scratch& dsc = thread_scratch<delta_scratch>();
     if constexpr (generic) gsc.reserve(K, V, pb.gate_width());
     else if (chunk == 0) rsc.reserve(K, V);
     else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
