@@ -414,6 +414,11 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   const std::size_t at_cbuf = lay.add(delta ? 0 : chunks * static_cast<std::size_t>(pb.HV * KP) * sizeof(float));
   const std::size_t at_delta =
       lay.add(delta ? chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats(pb.K, pb.V, true) * sizeof(float) : 0);
+  // bf16, family::diagonal: the gradient kernels' buffers (A, K̃, Q̃, Γ, dA, the router dots)
+  constexpr bool tc_bwd = !delta && std::is_same_v<Dev, __nv_bfloat16>;
+  std::size_t tc_bytes = 0;
+  if constexpr (tc_bwd) tc_bytes = chunks * static_cast<std::size_t>(pb.HV) * bwd_tc_bytes<D>(KP, routed);
+  const std::size_t at_tc = lay.add(tc_bytes);
   bwd_partials pt;
   pt.plan(pb, g, 1, lay, /*qk_for_g=*/!delta);
   device_buffer<unsigned char> scratch(lay.bytes, stream, scratch_pool(api));
@@ -452,6 +457,7 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   c.dbuf = reinterpret_cast<float*>(base + at_dbuf), c.cbuf = reinterpret_cast<float*>(base + at_cbuf), c.kp = KP;
   c.Rr = pt.Rr, c.Rw = pt.Rw;
   c.dq = pt.dq, c.dk = pt.dk, c.dv = pt.dv, c.dg = pt.dg, c.dcw = pt.dcw, c.dcr = pt.dcr;
+  if constexpr (tc_bwd) bind_bwd_tc_buffers<D>(c, base + at_tc, chunks * static_cast<std::size_t>(pb.HV), KP, routed);
   if constexpr (delta) {
     delta_params<Dev> dp;
     static_cast<chunk_bwd_params<Dev>&>(dp) = c;

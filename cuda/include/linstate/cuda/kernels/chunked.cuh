@@ -82,6 +82,8 @@ struct chunk_params {
   state_op_t<Dev>* qbuf = nullptr;      // [max_chunks, HV, C, chunk_kp(K)]: Q̃ = q ⊙ e^{Γ} (forward, chunk_intra_kernel)
   Dev* abuf = nullptr;                  // [max_chunks, HV, C, C]: intra-chunk scores A (forward, chunk_intra_kernel)
   Dev* kbuf = nullptr;                  // [max_chunks, HV, C, chunk_kp(K)]: K̃ = w k ⊙ e^{γ − Γ} (forward, chunk_intra_kernel)
+  float* gambuf = nullptr;              // [max_chunks, HV, gamma_floats(chunk_kp(K))]: Γ, written by chunk_intra_kernel when
+                                        // set (the bf16 backward's gradient kernels read it)
   Dev* o = nullptr;                     // [tokens, HV, V] when R = 1
   float* o_part = nullptr;              // [tokens, HV, R, V] when R > 1
 };
@@ -522,6 +524,11 @@ __global__ void __launch_bounds__(intra_threads) chunk_intra_kernel(const chunk_
   stage_rows<Dev>(Qf, L.ldq, chunk_len, KP, src.q, K, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].rd; });
   stage_rows<Dev>(Kf, L.ldq, chunk_len, KP, src.k, K, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].wr; });
   chunk_cumulative_decay<D, KP>(src.g, HV, hv, K, recs, G);  // ends with a barrier: Qf, Kf, G ready
+  if constexpr (gamma_floats<D>(KP) > 0)
+    if (p.gambuf) {  // Γ for the backward's gradient kernels (16-byte stores; gamma_floats is a multiple of 4)
+      float4* Gg = reinterpret_cast<float4*>(p.gambuf + (c * HV + hv) * static_cast<index_t>(gamma_floats<D>(KP)));
+      for (int e = tid; e < gamma_floats<D>(KP) / 4; e += nt) Gg[e] = reinterpret_cast<const float4*>(G)[e];
+    }
 
   // Q̃ = q ⊙ e^{Γ} → qbuf
   {
@@ -670,6 +677,9 @@ __global__ void __launch_bounds__(intra_threads) chunk_intra_kernel(const chunk_
 //! The forward's chunk state, U_c = K̃ᵀ V per chunk, value head and 64-column V tile, from the K̃ that
 //! chunk_intra_kernel wrote (the same operand chunk_state_kernel forms, so U_c is the same): no Γ and
 //! no exponentials here, 16-byte loads, three blocks per multiprocessor.
+//! Adj = true (the bf16 backward, kernels/chunked_backward.cuh): the adjoint's chunk part
+//! W_c = Σ_t Q̃_t (r_t dO_t)ᵀ from the Q̃ that chunk_intra_kernel wrote (p.kbuf = that qbuf, p.v = dO,
+//! p.hbuf = the buffer of W): reading rows, dO rows scaled by r_t and rounded to the input type.
 template <class D, class Dev>
 struct kstate_smem {
   using Op = Dev;
@@ -686,9 +696,10 @@ struct kstate_smem {
   }
 };
 
-template <class D, class Dev, int KP>
+template <class D, class Dev, int KP, bool Adj = false>
 __global__ void __launch_bounds__(kstate_threads) chunk_kstate_kernel(const chunk_params<Dev> p) {
   using Op = Dev;
+  static_assert(!Adj || std::is_same_v<state_op_t<Dev>, Dev>, "chunk_kstate_kernel<Adj>: Q̃ is stored in the input type");
   constexpr int TV = kstate_smem<D, Dev>::TV;
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
@@ -710,8 +721,16 @@ __global__ void __launch_bounds__(kstate_threads) chunk_kstate_kernel(const chun
   __syncthreads();  // recs ready
   const bool vv = V % vec16<Dev> == 0 && aligned16(p.v);
   stage_rows<Op>(Vt, L.ldv, chunk_len, TV, p.v + j0, V - j0, vv, [&](int i) { return recs[i].hv * V; },
-                 [&](int i) { return recs[i].wr; });
+                 [&](int i) { return Adj ? recs[i].rd : recs[i].wr; });
   __syncthreads();
+  if constexpr (Adj) {  // r_t dO_t, rounded to the input type
+    for (int e = tid; e < chunk_len * TV; e += nt) {
+      const int i = e / TV, jj = e % TV;
+      Op& x = Vt[i * L.ldv + jj];
+      x = to_op<Op>(to_f32(x) * recs[i].r);
+    }
+    __syncthreads();
+  }
   tile_mma<col_major_t, row_major_t>(Cs, L.ldc, Kt, L.ldk, Vt, L.ldv, KP, TV, chunk_len, false);
   __syncthreads();
   float* U = p.hbuf + ch * static_cast<index_t>(K) * V;

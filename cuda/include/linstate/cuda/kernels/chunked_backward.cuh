@@ -6,11 +6,14 @@
 //
 // Per chunk c of a stream (rows t, j; r_t = scale × read weight, w_j = write weight; q, k, v, dO raw,
 // zero on rows that do not read (q, dO) or write (k, v); Γ, γ, H_c as in chunked.cuh; D_c = ∂L/∂H_{c+1}):
-//   1. H_c: chunk_state_kernel + chunk_scan_kernel (the forward's, recomputed from the inputs);
-//   2. W_c = Σ_t (r_t q_t ⊙ e^{Γ_t}) dO_tᵀ: chunk_state_kernel<Adj>;
+//   1. H_c, recomputed from the inputs: bf16 — the forward's chunk_intra_kernel (which also leaves A, K̃,
+//      Q̃ and Γ for step 4), chunk_kstate_kernel and chunk_scan_kernel; fp32 and fp16 —
+//      chunk_state_kernel + chunk_scan_kernel;
+//   2. W_c = Σ_t (r_t q_t ⊙ e^{Γ_t}) dO_tᵀ: bf16 — chunk_kstate_kernel<Adj> on Q̃ and r dO; otherwise
+//      chunk_state_kernel<Adj>;
 //   3. chunk_rscan_kernel: D_last = dht; D_{c−1} = diag(e^{γ_c}) D_c + W_c, each D_c stored over W_c;
 //      dh0 = the last D                                                            (SPEC §2.4 (a))
-//   4. chunk_grad_kernel, per chunk and value head (K, V ≤ 128 in one block):
+//   4. the per-chunk gradients (K, V ≤ 128):
 //        A_tj  = Σ_i q_t[i] w_j k_j[i] e^{Γ_t[i]−Γ_j[i]},   dA_tj = dO_t·v_j          (j ≤ t)
 //        dv_j  = Σ_{t≥j} A_tj r_t dO_t + D_cᵀ(w_j k_j ⊙ e^{γ−Γ_j})                   (c)
 //        dk̃_j  = Σ_{t≥j} r_t dA_tj q_t ⊙ e^{Γ_t−Γ_j} + e^{γ−Γ_j} ⊙ (D_c v_j)          (d), k̃ = w k
@@ -20,14 +23,16 @@
 //      The intra sums use the sub-chunk reference rows of SPEC §8 (first row of the later block for A
 //      and dq̂, last row of the earlier block for dk̃; every exponent ≤ 0) and element-wise fp32 diagonal
 //      blocks (j ≤ t only); none/scalar use the scalar factor e^{Γ_t−Γ_j} on whole-chunk products.
+//      bf16: chunk_bwd_da_kernel (dA), chunk_bwd_dv_kernel (dv, per V tile), chunk_bwd_dqk_kernel (dk̃ and
+//      dq̂, per key tile, c_n), products on tensor cores (bf16 operands, fp32 accumulation; states and
+//      their gradients enter the products rounded to bf16, as fla's kernels do). fp32 and fp16:
+//      chunk_grad_exact_kernel, the same sums in exact fp32 FMA with every exponential formed per pair.
 //   5. chunk_dg_kernel: dg_u = Σ_{t≥u in chunk} (q_t ⊙ dq_t − k_t ⊙ dk_t) + c_n for the writing rows u
 //      (SPEC §2.4 (e)); scalar decay sums over the keys. Γ sums the floored gates (chunked.cuh,
 //      chunk_cumulative_decay): dg_u = 0 exactly where g_u is below detail::chunked_log_decay_floor.
-// bf16 inputs: kernel 4 is chunk_grad_kernel, products on tensor cores (tile_mma, bf16 operands, fp32
-// accumulation); states and their gradients enter the products rounded to bf16, as fla's kernels do.
-// fp32 and fp16 inputs: kernel 4 is chunk_grad_exact_kernel, the same sums in exact fp32 FMA with every
-// exponential formed per pair (all ≤ 1); kernels 1–3 and 5 are shared (fp32 products for fp32 inputs,
-// the input type's tensor cores for fp16, as in the forward).
+//      bf16: also the router weights' gradients, from the key tiles' dot products.
+// Kernels 1–3 and 5 take the input type's products (fp32 products for fp32 inputs, the input type's
+// tensor cores for fp16, as in the forward).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -58,6 +63,9 @@ struct chunk_bwd_params : chunk_params<Dev> {
   float* dg = nullptr;         // [tokens, HV, Rw, GK]
   float* dcw = nullptr;        // [tokens, HV, N]
   float* dcr = nullptr;        // [tokens, HV, N]
+  // bf16 path (the gradient kernels 4a–4c); qbuf, kbuf, abuf and gambuf of chunk_params are set too
+  Dev* dabuf = nullptr;        // [max_chunks, HV, C, C]: dA = dO·vᵀ (j ≤ t)
+  float* dotbuf = nullptr;     // [max_chunks, HV, KP / bwd_kt, C, 2]: ⟨k_j, dk̃_j⟩, ⟨q_t, dq̂_t⟩ per key tile (routed only)
 };
 
 //! Write slot of a record (the read slot is chunk_record::slot).
@@ -142,439 +150,502 @@ __global__ void __launch_bounds__(scan_threads) chunk_rscan_kernel(const chunk_b
   }
 }
 
-// --- 4. chunk_grad_kernel ------------------------------------------------------------------------
+// --- 4. the bf16 gradient kernels ----------------------------------------------------------------
+//
+// bf16 inputs, fla's division of the work: the forward's chunk_intra_kernel has written A (abuf), K̃
+// (kbuf), Q̃ (qbuf), e^{γ} (gbuf) and Γ (gambuf) for the recomputation; then, each parallel over
+// chunks, value heads and tiles, with 256-thread blocks (two to three per multiprocessor):
+//   chunk_bwd_da_kernel   per chunk and value head: dA_tj = dO_t·v_j (j ≤ t), rounded to bf16 → dabuf
+//   chunk_bwd_dv_kernel   per chunk, value head and 64-column V tile: dv = K̃ D_c + Aᵀ (r dO), one
+//                         accumulator per tile (tile_mma2x)
+//   chunk_bwd_dqk_kernel  per chunk, value head, 64-key tile and role:
+//     dk role: dk̃ = e^{γ−Γ_j} ⊙ (D_c v_j) + Σ_{t≥j} r_t dA_tj q_t ⊙ e^{Γ_t−Γ_j}, c_n of its keys;
+//     dq role: dq̂ = e^{Γ_t} ⊙ (H_c dO_t) + Σ_{j≤t} dA_tj w_j k_j ⊙ e^{Γ_t−Γ_j};
+//     the intra sums with the sub-chunk reference rows of SPEC §8 (last row of the earlier block for
+//     dk̃, first row of the later block for dq̂; every exponent ≤ 0) and element-wise fp32 diagonal
+//     blocks (factorised where the tile's Γ spans at most diag_span); the router weights' dot products
+//     ⟨k_j, dk̃_j⟩, ⟨q_t, dq̂_t⟩ per key tile into dotbuf, summed by chunk_dg_kernel in tile order.
+// States and their gradients enter the products rounded to bf16, as fla's kernels do.
 
-template <int KP>
-struct grad_smem {
-  using Op = __nv_bfloat16;
-  static constexpr int VP = bwd_chunk_max_v;
-  static constexpr int ldq = KP + 8, ldv = VP + 8, lda = chunk_len + 8, ldr = (KP > VP ? KP : VP) + 4, ldt = KP + 4;
-  static constexpr int ld1 = (KP > VP ? KP : VP) + 8;
-  std::size_t recs, G, Q, Kk, Vv, O, A, dA, cn, S, Dc, R, T1, Tf, bytes;
-  __host__ __device__ grad_smem() {
+inline constexpr int bwd_threads = 256;  //!< threads of chunk_bwd_da_kernel and chunk_bwd_dv_kernel (8 warps)
+inline constexpr int dqk_threads = 256;  //!< threads of chunk_bwd_dqk_kernel (two blocks per multiprocessor)
+inline constexpr int bwd_kt = 64;        //!< keys per chunk_bwd_dqk_kernel block
+inline constexpr int bwd_tv = 64;        //!< V columns per chunk_bwd_dv_kernel block
+
+//! Rows [k0, k0 + rows) and columns [j0, j0 + W) of the fp32 K×V matrix S → dst[a·ld + jj] rounded to
+//! Op (0 beyond K and V); 16-byte loads when V % 4 == 0, the loads of a batch issued before its stores.
+template <class Op>
+__device__ __forceinline__ void stage_state(Op* dst, int ld, const float* S, int K, int V, int k0, int rows, int j0, int W) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const bool v4 = V % 4 == 0;
+  const int groups = W / 4, total = rows * groups;
+  constexpr int Batch = 8;
+  for (int g0 = tid; g0 < total; g0 += nt * Batch) {
+    float4 x[Batch];
+#pragma unroll
+    for (int u = 0; u < Batch; ++u) {
+      const int gi = g0 + u * nt, a = gi / groups, j = j0 + (gi % groups) * 4;
+      x[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (gi < total && k0 + a < K && j < V) {
+        const float* s = S + static_cast<index_t>(k0 + a) * V + j;
+        if (v4) x[u] = __ldg(reinterpret_cast<const float4*>(s));
+        else {
+          x[u].x = s[0];
+          if (j + 1 < V) x[u].y = s[1];
+          if (j + 2 < V) x[u].z = s[2];
+          if (j + 3 < V) x[u].w = s[3];
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < Batch; ++u) {
+      const int gi = g0 + u * nt;
+      if (gi < total) {
+        const int a = gi / groups, jj = (gi % groups) * 4;
+        Op* d = dst + a * ld + jj;
+        d[0] = to_op<Op>(x[u].x), d[1] = to_op<Op>(x[u].y), d[2] = to_op<Op>(x[u].z), d[3] = to_op<Op>(x[u].w);
+      }
+    }
+  }
+}
+
+// --- 4a. chunk_bwd_da_kernel ---------------------------------------------------------------------
+
+struct da_smem {
+  static constexpr int VP = bwd_chunk_max_v, ldv = VP + 8, ldf = chunk_len + 4;
+  std::size_t recs, Od, Vd, Af, bytes;
+  __host__ __device__ da_smem() {
     recs = 0;
-    G = align128(chunk_len * sizeof(chunk_record));
-    Q = align128(G + static_cast<std::size_t>(chunk_len) * KP * sizeof(float));
-    Kk = align128(Q + static_cast<std::size_t>(chunk_len) * ldq * sizeof(Op));
-    Vv = align128(Kk + static_cast<std::size_t>(chunk_len) * ldq * sizeof(Op));
-    O = align128(Vv + static_cast<std::size_t>(chunk_len) * ldv * sizeof(Op));
-    A = align128(O + static_cast<std::size_t>(chunk_len) * ldv * sizeof(Op));
-    dA = align128(A + static_cast<std::size_t>(chunk_len) * lda * sizeof(Op));
-    cn = align128(dA + static_cast<std::size_t>(chunk_len) * lda * sizeof(Op));
-    S = align128(cn + KP * sizeof(float));
-    // scratch, reused by the phases
-    Dc = S;                                                                  // [KP][ldv] D_c, then H_c
-    R = align128(Dc + static_cast<std::size_t>(KP) * ldv * sizeof(Op));      // [C][ldr] fp32 result
-    T1 = align128(R + static_cast<std::size_t>(chunk_len) * ldr * sizeof(float));  // [C][ld1] operand
-    Tf = align128(T1 + static_cast<std::size_t>(chunk_len) * ld1 * sizeof(Op));
-    bytes = Tf + static_cast<std::size_t>(16) * ldt * sizeof(float);  // Tf: [16][ldt] fp32 sub-chunk product
+    Od = align128(chunk_len * sizeof(chunk_record));
+    Vd = align128(Od + static_cast<std::size_t>(chunk_len) * ldv * sizeof(__nv_bfloat16));
+    Af = align128(Vd + static_cast<std::size_t>(chunk_len) * ldv * sizeof(__nv_bfloat16));
+    bytes = Af + static_cast<std::size_t>(chunk_len) * ldf * sizeof(float);
   }
 };
 
-template <class D, class Dev, int KP>
-__global__ void __launch_bounds__(chunk_threads) chunk_grad_kernel(const chunk_bwd_params<Dev> p) {
-  using Op = __nv_bfloat16;  // bf16 operands for bf16 and fp16 inputs (the states' range)
-  using L = grad_smem<KP>;
-  constexpr int VP = L::VP;
+//! grid (max_chunks, HV), bwd_threads: dA = dO·vᵀ (j ≤ t, 0 above), bf16 → p.dabuf [chunk][hv][C][C].
+template <class D, class Dev>
+__global__ void __launch_bounds__(bwd_threads) chunk_bwd_da_kernel(const chunk_bwd_params<Dev> p) {
+  using Op = Dev;
+  using L = da_smem;
+  constexpr int C = chunk_len, VP = L::VP, ldv = L::ldv, ldf = L::ldf;
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const L lay;
   auto* recs = reinterpret_cast<chunk_record*>(smem_raw + lay.recs);
-  float* G = reinterpret_cast<float*>(smem_raw + lay.G);
-  Op* Qd = reinterpret_cast<Op*>(smem_raw + lay.Q);    // raw q, reading rows
-  Op* Kd = reinterpret_cast<Op*>(smem_raw + lay.Kk);   // raw k, writing rows
-  Op* Vd = reinterpret_cast<Op*>(smem_raw + lay.Vv);   // raw v, writing rows
-  Op* Od = reinterpret_cast<Op*>(smem_raw + lay.O);    // raw dO, reading rows
-  Op* Ab = reinterpret_cast<Op*>(smem_raw + lay.A);    // A, j ≤ t
-  Op* dAb = reinterpret_cast<Op*>(smem_raw + lay.dA);  // dA = dO·v, j ≤ t
-  float* cn = reinterpret_cast<float*>(smem_raw + lay.cn);
-  Op* Dc = reinterpret_cast<Op*>(smem_raw + lay.Dc);
-  float* R = reinterpret_cast<float*>(smem_raw + lay.R);
+  Op* Od = reinterpret_cast<Op*>(smem_raw + lay.Od);
+  Op* Vd = reinterpret_cast<Op*>(smem_raw + lay.Vd);
+  float* Af = reinterpret_cast<float*>(smem_raw + lay.Af);
+  const int V = p.V, HV = p.HV;
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const chunk_where at = locate_chunk(p, c);
+  load_records(p, c, at, h, hv, recs);
+  __syncthreads();
+  const bool vv = V % vec16<Dev> == 0 && aligned16(p.v) && aligned16(p.dO);
+  stage_rows<Op>(Od, ldv, C, VP, p.dO, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
+  stage_rows<Op>(Vd, ldv, C, VP, p.v, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].wr; });
+  __syncthreads();
+  tile_mma<row_major_t, col_major_t>(Af, ldf, Od, ldv, Vd, ldv, C, C, VP, false);
+  __syncthreads();
+  Op* Ag = p.dabuf + (c * HV + hv) * static_cast<index_t>(C) * C;
+  for (int e = tid; e < C * C / 8; e += nt) {
+    const int t = e / (C / 8), j0 = (e % (C / 8)) * 8;
+    float x[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) x[u] = j0 + u <= t ? Af[t * ldf + j0 + u] : 0.f;
+    store8<Op>(Ag + t * C + j0, x);
+  }
+}
+
+// --- 4b. chunk_bwd_dv_kernel ---------------------------------------------------------------------
+
+template <int KP>
+struct dv_smem {
+  static constexpr int TV = bwd_tv, ldk = KP + 8, ldd = TV + 8, lda = chunk_len + 8, ldf = TV + 4;
+  std::size_t recs, Ks, Ds, As, Os, Of, bytes;
+  __host__ __device__ dv_smem() {
+    using Op = __nv_bfloat16;
+    recs = 0;
+    Ks = align128(chunk_len * sizeof(chunk_record));
+    Ds = align128(Ks + static_cast<std::size_t>(chunk_len) * ldk * sizeof(Op));
+    As = align128(Ds + static_cast<std::size_t>(KP) * ldd * sizeof(Op));
+    Os = align128(As + static_cast<std::size_t>(chunk_len) * lda * sizeof(Op));
+    Of = align128(Os + static_cast<std::size_t>(chunk_len) * ldd * sizeof(Op));
+    bytes = Of + static_cast<std::size_t>(chunk_len) * ldf * sizeof(float);
+  }
+};
+
+//! grid (max_chunks, HV, ⌈V / bwd_tv⌉), bwd_threads: dv = K̃ D_c + Aᵀ (r dO) for the writing rows.
+template <class D, class Dev, int KP>
+__global__ void __launch_bounds__(bwd_threads) chunk_bwd_dv_kernel(const chunk_bwd_params<Dev> p) {
+  using Op = Dev;
+  using L = dv_smem<KP>;
+  constexpr int C = chunk_len, TV = L::TV, ldk = L::ldk, ldd = L::ldd, lda = L::lda, ldf = L::ldf;
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const L lay;
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + lay.recs);
+  Op* Ks = reinterpret_cast<Op*>(smem_raw + lay.Ks);  // K̃ [C][KP]
+  Op* Ds = reinterpret_cast<Op*>(smem_raw + lay.Ds);  // D_c [KP][TV]
+  Op* As = reinterpret_cast<Op*>(smem_raw + lay.As);  // A [C][C]
+  Op* Os = reinterpret_cast<Op*>(smem_raw + lay.Os);  // r dO [C][TV]
+  float* Of = reinterpret_cast<float*>(smem_raw + lay.Of);
+  const int K = p.K, V = p.V, HV = p.HV;
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const int j0 = static_cast<int>(blockIdx.z) * TV;
+  const index_t ch = c * HV + hv;
+  const chunk_where at = locate_chunk(p, c);
+  load_records(p, c, at, h, hv, recs);
+  auto all = [](int) { return true; };
+  stage_rows<Op>(Ks, ldk, C, KP, p.kbuf + ch * C * KP, KP, true, [](int i) { return static_cast<index_t>(i) * KP; }, all);
+  stage_rows<Op>(As, lda, C, C, p.abuf + ch * C * C, C, true, [](int i) { return static_cast<index_t>(i) * C; }, all);
+  stage_state<Op>(Ds, ldd, p.dbuf + ch * static_cast<index_t>(K) * V, K, V, 0, KP, j0, TV);
+  __syncthreads();  // recs ready
+  const bool vv = V % vec16<Dev> == 0 && aligned16(p.dO);
+  stage_rows<Op>(Os, ldd, C, TV, p.dO + j0, V - j0, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
+  __syncthreads();
+  for (int e = tid; e < C * TV; e += nt) {
+    const int t = e / TV, jj = e % TV;
+    Op& x = Os[t * ldd + jj];
+    x = to_op<Op>(to_f32(x) * recs[t].r);
+  }
+  __syncthreads();
+  // Of[j][v] = Σ_a K̃_j[a] D_c[a][v] + Σ_t A_tj (r dO)_t[v]   (Aᵀ: A read col-major)
+  tile_mma2x<row_major_t, row_major_t, col_major_t, row_major_t>(Of, ldf, Ks, ldk, Ds, ldd, KP, As, lda, Os, ldd, C, C, TV);
+  __syncthreads();
+  for (int e = tid; e < C * TV; e += nt) {
+    const int j = e / TV, jj = e % TV;
+    const chunk_record& r = recs[j];
+    if (!r.wr || j0 + jj >= V) continue;
+    p.dv[(r.hv * p.Rw + write_slot(p, r, at)) * V + j0 + jj] = Of[j * ldf + jj];
+  }
+}
+
+// --- 4c. chunk_bwd_dqk_kernel --------------------------------------------------------------------
+
+template <class D>
+struct dqk_smem {
+  using Op = __nv_bfloat16;
+  static constexpr int KT = bwd_kt, VP = bwd_chunk_max_v;
+  static constexpr int ldk = KT + 8, lda = chunk_len + 8, ldv = VP + 8, ldr = KT + 4, ld1 = (KT > chunk_len ? KT : chunk_len) + 8,
+                       ldt = KT + 4;
+  static constexpr int gfl = decay_key<D> ? chunk_len * KT : decay_head<D> ? chunk_len : 0;
+  std::size_t recs, G, Qs, Ks, dA, Rw, Ss, R, T1, cn, cpart, bytes;
+  __host__ __device__ dqk_smem() {
+    recs = 0;
+    G = align128(chunk_len * sizeof(chunk_record));
+    Qs = align128(G + static_cast<std::size_t>(gfl) * sizeof(float));
+    Ks = align128(Qs + static_cast<std::size_t>(chunk_len) * ldk * sizeof(Op));
+    dA = align128(Ks + static_cast<std::size_t>(chunk_len) * ldk * sizeof(Op));
+    Rw = align128(dA + static_cast<std::size_t>(chunk_len) * lda * sizeof(Op));
+    Ss = align128(Rw + static_cast<std::size_t>(chunk_len) * ldv * sizeof(Op));
+    // Ss: the state slice [KT][ldv] (bf16) for the inter product, then Tf [16][ldt] (fp32, the
+    // sub-chunk products), then Xd [C][KT] (fp32, the factorised diagonal blocks' operand)
+    std::size_t ss = static_cast<std::size_t>(KT) * ldv * sizeof(Op);
+    if (static_cast<std::size_t>(16) * ldt * sizeof(float) > ss) ss = static_cast<std::size_t>(16) * ldt * sizeof(float);
+    if (static_cast<std::size_t>(chunk_len) * KT * sizeof(float) > ss) ss = static_cast<std::size_t>(chunk_len) * KT * sizeof(float);
+    R = align128(Ss + ss);
+    T1 = align128(R + static_cast<std::size_t>(chunk_len) * ldr * sizeof(float));
+    cn = align128(T1 + static_cast<std::size_t>(chunk_len) * ld1 * sizeof(Op));
+    cpart = cn + KT * sizeof(float);
+    bytes = cpart + static_cast<std::size_t>(dqk_threads / KT) * KT * sizeof(float);
+  }
+};
+
+//! grid (max_chunks, HV, 2 · KP / bwd_kt), dqk_threads: blockIdx.z = 2·(key tile) + role (0: dk̃, 1: dq̂).
+template <class D, class Dev, int KP>
+__global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_bwd_params<Dev> p) {
+  using Op = Dev;
+  using L = dqk_smem<D>;
+  constexpr int C = chunk_len, KT = L::KT, VP = L::VP;
+  constexpr int ldk = L::ldk, lda = L::lda, ldv = L::ldv, ldr = L::ldr, ld1 = L::ld1, ldt = L::ldt;
+  constexpr int parts = dqk_threads / KT;  // c_n's partial sums: `parts` threads per key
+  static_assert(dqk_threads % KT == 0 && C % parts == 0, "chunk_bwd_dqk_kernel: c_n's partial sums");
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const L lay;
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + lay.recs);
+  float* G = reinterpret_cast<float*>(smem_raw + lay.G);   // Γ of the tile's keys [C][KT] (scalar: [C])
+  Op* Qs = reinterpret_cast<Op*>(smem_raw + lay.Qs);       // raw q of the tile's keys, reading rows
+  Op* Ks = reinterpret_cast<Op*>(smem_raw + lay.Ks);       // raw k of the tile's keys, writing rows
+  Op* dAs = reinterpret_cast<Op*>(smem_raw + lay.dA);      // dA [C][C], 0 above the diagonal
+  Op* Rw = reinterpret_cast<Op*>(smem_raw + lay.Rw);       // v (dk role) or dO (dq role) rows, all V
+  Op* Ss = reinterpret_cast<Op*>(smem_raw + lay.Ss);       // D_c (dk) or H_c (dq) rows of the tile's keys
+  float* Tf = reinterpret_cast<float*>(smem_raw + lay.Ss);
+  float* Xd = reinterpret_cast<float*>(smem_raw + lay.Ss);
+  float* R = reinterpret_cast<float*>(smem_raw + lay.R);   // dk̃ or dq̂ [C][KT]
   Op* T1 = reinterpret_cast<Op*>(smem_raw + lay.T1);
-  float* Tf = reinterpret_cast<float*>(smem_raw + lay.Tf);
-  constexpr int ldq = L::ldq, ldv = L::ldv, lda = L::lda, ldr = L::ldr, ld1 = L::ld1, ldt = L::ldt;
+  float* cn = reinterpret_cast<float*>(smem_raw + lay.cn);
+  float* cpart = reinterpret_cast<float*>(smem_raw + lay.cpart);
+  __shared__ int slow[chunk_len / 16];
 
   const int K = p.K, V = p.V, HV = p.HV;
   const index_t KV = static_cast<index_t>(K) * V;
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int lane = tid & 31;
   const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const bool dk_role = (blockIdx.z & 1u) == 0;
+  const int kt = static_cast<int>(blockIdx.z >> 1), k0 = kt * KT, kn = K - k0 < KT ? K - k0 : KT;
+  const index_t ch = c * HV + hv;
   const chunk_where at = locate_chunk(p, c);
   const device_source<Dev> src = at.is_shared ? p.shr : p.main;
   load_records(p, c, at, h, hv, recs);
-  __syncthreads();
-  chunk_cumulative_decay<D, KP>(src.g, HV, hv, K, recs, G);
-  auto gam = [&](int t, int a) { return gamma_at<D, KP>(G, t, a); };
-
-  // --- P0: raw rows ----------------------------------------------------------------------------
-  if constexpr (std::is_same_v<Dev, Op>) {  // bf16 inputs: raw 16-byte copies
-    const bool vq = K % vec16<Dev> == 0 && aligned16(src.q) && aligned16(src.k);
-    const bool vv = V % vec16<Dev> == 0 && aligned16(p.v) && aligned16(p.dO);
-    stage_rows<Op>(Qd, ldq, chunk_len, KP, src.q, K, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].rd; });
-    stage_rows<Op>(Kd, ldq, chunk_len, KP, src.k, K, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].wr; });
-    stage_rows<Op>(Vd, ldv, chunk_len, VP, p.v, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].wr; });
-    stage_rows<Op>(Od, ldv, chunk_len, VP, p.dO, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
-  } else {
-    staged_for(
-        chunk_len * KP,
-        [&](int e) {
-          const chunk_record& r = recs[e / KP];
-          const int a = e % KP;
-          return (r.rd && a < K) ? to_f32(src.q[r.qk + a]) : 0.f;
-        },
-        [&](int e, float x) { Qd[(e / KP) * ldq + e % KP] = to_op<Op>(x); });
-    staged_for(
-        chunk_len * KP,
-        [&](int e) {
-          const chunk_record& r = recs[e / KP];
-          const int a = e % KP;
-          return (r.wr && a < K) ? to_f32(src.k[r.qk + a]) : 0.f;
-        },
-        [&](int e, float x) { Kd[(e / KP) * ldq + e % KP] = to_op<Op>(x); });
-    staged_for(
-        chunk_len * VP,
-        [&](int e) {
-          const chunk_record& r = recs[e / VP];
-          const int j = e % VP;
-          return (r.wr && j < V) ? to_f32(p.v[r.hv * V + j]) : 0.f;
-        },
-        [&](int e, float x) { Vd[(e / VP) * ldv + e % VP] = to_op<Op>(x); });
-    staged_for(
-        chunk_len * VP,
-        [&](int e) {
-          const chunk_record& r = recs[e / VP];
-          const int j = e % VP;
-          return (r.rd && j < V) ? to_f32(p.dO[r.hv * V + j]) : 0.f;
-        },
-        [&](int e, float x) { Od[(e / VP) * ldv + e % VP] = to_op<Op>(x); });
-  }
-  for (int a = tid; a < KP; a += nt) cn[a] = 0.f;
-  __syncthreads();
-  auto qf = [&](int t, int a) { return to_f32(Qd[t * ldq + a]); };
-  auto kf = [&](int j, int a) { return to_f32(Kd[j * ldq + a]); };
-  // Sub-blocks whose Γ spans at most diag_span (chunked.cuh) sum their diagonal blocks in the
-  // factorised form e^{Γ_t − Γ_r} · e^{Γ_r − Γ_j} (r the sub-block's first row; fp32 scratch Xd in the
-  // Dc region, which no phase holds across a diagonal loop); the others form e^{Γ_t − Γ_j} per pair.
-  __shared__ int slow[chunk_len / 16];
-  float* Xd = reinterpret_cast<float*>(Dc);  // [C][KP]
+  if (tid < C / 16) slow[tid] = 0;
   if constexpr (decay_key<D>) {
-    if (tid < chunk_len / 16) slow[tid] = 0;
-    __syncthreads();
-    for (int e = tid; e < chunk_len * KP; e += nt) {
-      const int i = e / KP, a = e % KP, r0 = i & ~15;
-      if (!(fabsf(G[i * KP + a] - G[r0 * KP + a]) <= diag_span)) atomicOr(&slow[i >> 4], 1);
+    const float* Gg = p.gambuf + ch * static_cast<index_t>(C) * KP + k0;
+    for (int e = tid; e < C * KT / 4; e += nt) {
+      const int t = e / (KT / 4), a = (e % (KT / 4)) * 4;
+      *reinterpret_cast<float4*>(G + t * KT + a) = __ldg(reinterpret_cast<const float4*>(Gg + static_cast<index_t>(t) * KP + a));
     }
-    __syncthreads();
+  } else if constexpr (decay_head<D>) {
+    if (tid < C) G[tid] = p.gambuf[ch * C + tid];
   }
-
-  // --- P1: A (into Ab) and dA (into dAb) -------------------------------------------------------
-  float* Af = R;  // [C][ldr]
-  if constexpr (decay_key<D>) {
-    Op* Xq = T1;                  // [16][ld1]
-    Op* Yk = T1 + 16 * ld1;       // [48][ld1]
-    for (int e = tid; e < chunk_len * ldr; e += nt) Af[e] = 0.f;
-    for (int I = 1; I < chunk_len / 16; ++I) {
-      const int r0 = 16 * I;
-      for (int e = tid; e < 16 * KP; e += nt) {
-        const int i = e / KP, a = e % KP;
-        Xq[i * ld1 + a] = to_op<Op>(a < K ? qf(r0 + i, a) * __expf(G[(r0 + i) * KP + a] - G[r0 * KP + a]) : 0.f);
-      }
-      for (int e = tid; e < r0 * KP; e += nt) {
-        const int j = e / KP, a = e % KP;
-        Yk[j * ld1 + a] = to_op<Op>(a < K ? kf(j, a) * recs[j].w * __expf(G[r0 * KP + a] - G[j * KP + a]) : 0.f);
-      }
-      __syncthreads();
-      tile_mma<row_major_t, col_major_t>(Af + r0 * ldr, ldr, Xq, ld1, Yk, ld1, 16, r0, KP, false);
-      __syncthreads();
-    }
-    // diagonal blocks, j ≤ t: one warp per row t, lanes over the keys (conflict-free rows of Qd, Kd
-    // and G), a shuffle reduction per (t, j)
-    {
-      const int warp = tid >> 5, lane = tid & 31, nw = nt >> 5;
-      constexpr int per = KP / 32;
-      for (int e = tid; e < chunk_len * KP; e += nt) {  // Xd[j] = w_j k_j e^{Γ_r − Γ_j}
-        const int j = e / KP, a = e % KP, r0 = j & ~15;
-        if (!slow[j >> 4]) Xd[j * KP + a] = kf(j, a) * recs[j].w * expf(G[r0 * KP + a] - G[j * KP + a]);
-      }
-      __syncthreads();
-      for (int t = warp; t < chunk_len; t += nw) {
-        const int r0 = t & ~15;
-        const bool rd = recs[t].rd;
-        float qt[per], gt[per];
-        if (!slow[t >> 4]) {  // uniform over the warp
+  stage_rows<Op>(dAs, lda, C, C, p.dabuf + ch * C * C, C, true, [](int i) { return static_cast<index_t>(i) * C; },
+                 [](int) { return true; });
+  const float* Hg = p.hbuf + ch * KV;
+  const float* Dg = p.dbuf + ch * KV;
+  {  // the state slice (D_c or H_c rows of the tile's keys) rounded to bf16; the dk role also forms
+     // Σ_v H_c[a][v] D_c[a][v] in fp32 on the way (a warp per key row; e^{γ} applied at the end)
+    const float* S = dk_role ? Dg : Hg;
+    const bool v4 = V % 4 == 0;
+    constexpr int groups = VP / 4, total = KT * groups, Batch = 8;
+    static_assert(groups == 32, "chunk_bwd_dqk_kernel: one warp per state row");
+    for (int g0 = tid; g0 < total; g0 += nt * Batch) {
+      float4 x[Batch], y[Batch];
 #pragma unroll
-          for (int u = 0; u < per; ++u) {
-            const int a = lane + 32 * u;
-            qt[u] = qf(t, a) * expf(G[t * KP + a] - G[r0 * KP + a]);
-          }
-          for (int j = r0; j <= t; ++j) {
-            float acc = 0.f;
-#pragma unroll
-            for (int u = 0; u < per; ++u) acc = fmaf(qt[u], Xd[j * KP + lane + 32 * u], acc);
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-            if (lane == 0) Af[t * ldr + j] = acc;
-          }
-          continue;
-        }
-#pragma unroll
-        for (int u = 0; u < per; ++u) qt[u] = qf(t, lane + 32 * u), gt[u] = G[t * KP + lane + 32 * u];  // 0 beyond K
-        for (int j = r0; j <= t; ++j) {
-          float acc = 0.f;
-          if (rd && recs[j].wr) {  // uniform over the warp
-#pragma unroll
-            for (int u = 0; u < per; ++u) {
-              const int a = lane + 32 * u;
-              acc += qt[u] * kf(j, a) * __expf(gt[u] - G[j * KP + a]);
+      for (int u = 0; u < Batch; ++u) {
+        const int gi = g0 + u * nt, a = gi / groups, j = (gi % groups) * 4;
+        x[u] = y[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (gi < total && a < kn && j < V) {
+          const index_t off = static_cast<index_t>(k0 + a) * V + j;
+          if (v4) {
+            x[u] = __ldg(reinterpret_cast<const float4*>(S + off));
+            if (dk_role) y[u] = __ldg(reinterpret_cast<const float4*>(Hg + off));
+          } else {
+            x[u].x = S[off];
+            if (j + 1 < V) x[u].y = S[off + 1];
+            if (j + 2 < V) x[u].z = S[off + 2];
+            if (j + 3 < V) x[u].w = S[off + 3];
+            if (dk_role) {
+              y[u].x = Hg[off];
+              if (j + 1 < V) y[u].y = Hg[off + 1];
+              if (j + 2 < V) y[u].z = Hg[off + 2];
+              if (j + 3 < V) y[u].w = Hg[off + 3];
             }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-            acc *= recs[j].w;
           }
-          if (lane == 0) Af[t * ldr + j] = acc;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < Batch; ++u) {
+        const int gi = g0 + u * nt;
+        if (gi < total) {  // uniform over the warp (a warp covers one row)
+          const int a = gi / groups, jj = (gi % groups) * 4;
+          Op* d = Ss + a * ldv + jj;
+          d[0] = to_op<Op>(x[u].x), d[1] = to_op<Op>(x[u].y), d[2] = to_op<Op>(x[u].z), d[3] = to_op<Op>(x[u].w);
+          if (dk_role) {
+            float hd = fmaf(x[u].x, y[u].x, fmaf(x[u].y, y[u].y, fmaf(x[u].z, y[u].z, x[u].w * y[u].w)));
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) hd += __shfl_xor_sync(0xffffffffu, hd, o);
+            if (lane == 0) cn[a] = hd;
+          }
         }
       }
     }
-    __syncthreads();
-  } else {
-    tile_mma<row_major_t, col_major_t>(Af, ldr, Qd, ldq, Kd, ldq, chunk_len, chunk_len, KP, false);
-    __syncthreads();
-    for (int e = tid; e < chunk_len * chunk_len; e += nt) {
-      const int t = e / chunk_len, j = e % chunk_len;
-      float x = Af[t * ldr + j] * recs[j].w;
-      if constexpr (decay_head<D>) x *= __expf(G[t] - G[j]);
-      Af[t * ldr + j] = j > t ? 0.f : x;
+  }
+  __syncthreads();  // recs ready
+  {
+    const bool vq = K % vec16<Dev> == 0 && aligned16(src.q) && aligned16(src.k);
+    stage_rows<Op>(Qs, ldk, C, KT, src.q + k0, K - k0, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].rd; });
+    stage_rows<Op>(Ks, ldk, C, KT, src.k + k0, K - k0, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].wr; });
+    const bool vv = V % vec16<Dev> == 0 && aligned16(p.v) && aligned16(p.dO);
+    if (dk_role)
+      stage_rows<Op>(Rw, ldv, C, VP, p.v, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].wr; });
+    else
+      stage_rows<Op>(Rw, ldv, C, VP, p.dO, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
+  }
+  if constexpr (decay_key<D>) {  // G is ready (loaded before the barrier)
+    for (int e = tid; e < C * KT; e += nt) {
+      const int i = e / KT, a = e % KT, r0 = i & ~15;
+      if (!(fabsf(G[i * KT + a] - G[r0 * KT + a]) <= diag_span)) atomicOr(&slow[i >> 4], 1);
     }
-    __syncthreads();
-  }
-  for (int e = tid; e < chunk_len * chunk_len; e += nt) {
-    const int t = e / chunk_len, j = e % chunk_len;
-    Ab[t * lda + j] = to_op<Op>(j > t ? 0.f : Af[t * ldr + j]);
   }
   __syncthreads();
-  tile_mma<row_major_t, col_major_t>(Af, ldr, Od, ldv, Vd, ldv, chunk_len, chunk_len, VP, false);  // dO·vᵀ
-  __syncthreads();
-  for (int e = tid; e < chunk_len * chunk_len; e += nt) {
-    const int t = e / chunk_len, j = e % chunk_len;
-    dAb[t * lda + j] = to_op<Op>(j > t ? 0.f : Af[t * ldr + j]);
-  }
+  auto gm = [&](int t, int a) -> float {
+    if constexpr (decay_key<D>) return G[t * KT + a];
+    else if constexpr (decay_head<D>) return G[t];
+    else return 0.f;
+  };
+  auto qf = [&](int t, int a) { return to_f32(Qs[t * ldk + a]); };
+  auto kf = [&](int j, int a) { return to_f32(Ks[j * ldk + a]); };
+
+  // inter: R = v D_cᵀ (dk role) or dO H_cᵀ (dq role), over the tile's keys
+  tile_mma<row_major_t, col_major_t>(R, ldr, Rw, ldv, Ss, ldv, C, KT, VP, false);
   __syncthreads();
 
-  // --- P2: dv = Aᵀ (r dO) + (w k ⊙ e^{γ−Γ}) D_c ---------------------------------------------------
-  const float* Dg = p.dbuf + (c * HV + hv) * KV;
-  staged_for(
-      KP * VP,
-      [&](int e) {
-        const int a = e / VP, j = e % VP;
-        return (a < K && j < V) ? Dg[static_cast<index_t>(a) * V + j] : 0.f;
-      },
-      [&](int e, float x) { Dc[(e / VP) * ldv + e % VP] = to_op<Op>(x); });
-  for (int e = tid; e < chunk_len * KP; e += nt) {
-    const int j = e / KP, a = e % KP;
-    T1[j * ld1 + a] = to_op<Op>(a < K ? kf(j, a) * recs[j].w * __expf(gam(chunk_len - 1, a) - gam(j, a)) : 0.f);
-  }
-  __syncthreads();
-  tile_mma<row_major_t, row_major_t>(R, ldr, T1, ld1, Dc, ldv, chunk_len, VP, KP, false);
-  __syncthreads();
-  for (int e = tid; e < chunk_len * VP; e += nt) {
-    const int t = e / VP, j = e % VP;
-    T1[t * ld1 + j] = to_op<Op>(to_f32(Od[t * ldv + j]) * recs[t].r);
-  }
-  __syncthreads();
-  tile_mma<col_major_t, row_major_t>(R, ldr, Ab, lda, T1, ld1, chunk_len, VP, chunk_len, true);
-  __syncthreads();
-  if (p.dv)
-    for (int e = tid; e < chunk_len * VP; e += nt) {
-      const int j = e / VP, jj = e % VP;
-      const chunk_record& r = recs[j];
-      if (!r.wr || jj >= V) continue;
-      p.dv[(r.hv * p.Rw + write_slot(p, r, at)) * V + jj] = R[j * ldr + jj];
+  if (dk_role) {
+    for (int e = tid; e < C * KT; e += nt) {
+      const int j = e / KT, a = e % KT;
+      R[j * ldr + a] = (recs[j].wr && a < kn) ? R[j * ldr + a] * __expf(gm(C - 1, a) - gm(j, a)) : 0.f;
     }
-
-  // --- P3: dk̃ = Σ_{t≥j} r_t dA_tj q_t ⊙ e^{Γ_t−Γ_j} + e^{γ−Γ_j} ⊙ (D_c v_j); c_n ------------------------
-  {  // e^{γ} ⊙ rowsum(H_c ⊙ D_c), fp32 from the global buffers: 4 threads per key row
-    const float* Hg = p.hbuf + (c * HV + hv) * KV;
-    for (int base = 0; base < KP * 4; base += nt) {
-      const int e = base + tid, a = e / 4, part = e % 4;
+    __syncthreads();
+    {  // Σ_j k̃_j ⊙ dk̃_j^inter: `parts` partial sums of C / parts rows per key
+      constexpr int rows = C / parts;
+      const int a = tid % KT, part = tid / KT;
       float acc = 0.f;
-      if (a < K)
-        for (int j = part; j < V; j += 4) acc += Hg[static_cast<index_t>(a) * V + j] * Dg[static_cast<index_t>(a) * V + j];
-      acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-      acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-      if (part == 0 && a < KP) cn[a] = a < K ? acc * __expf(gam(chunk_len - 1, a)) : 0.f;
+      for (int j = part * rows; j < part * rows + rows; ++j) acc += kf(j, a) * recs[j].w * R[j * ldr + a];
+      cpart[part * KT + a] = acc;
     }
-  }
-  __syncthreads();
-  tile_mma<row_major_t, col_major_t>(R, ldr, Vd, ldv, Dc, ldv, chunk_len, KP, VP, false);  // v D_cᵀ
-  __syncthreads();
-  for (int e = tid; e < chunk_len * KP; e += nt) {
-    const int j = e / KP, a = e % KP;
-    R[j * ldr + a] = (recs[j].wr && a < K) ? R[j * ldr + a] * __expf(gam(chunk_len - 1, a) - gam(j, a)) : 0.f;
-  }
-  __syncthreads();
-  for (int a = tid; a < K; a += nt) {  // Σ_j k̃_j ⊙ dk̃_j^inter
-    float acc = 0.f;
-    for (int j = 0; j < chunk_len; ++j) acc += kf(j, a) * recs[j].w * R[j * ldr + a];
-    cn[a] += acc;
-  }
-  if constexpr (decay_key<D>) {
-    for (int J = 0; J + 1 < chunk_len / 16; ++J) {
-      const int rr = 16 * J + 15, n_after = chunk_len - (rr + 1);  // rows t > rr
-      __syncthreads();
-      for (int e = tid; e < n_after * KP; e += nt) {
-        const int i = e / KP, a = e % KP, t = rr + 1 + i;
-        T1[i * ld1 + a] = to_op<Op>(a < K ? qf(t, a) * recs[t].r * __expf(G[t * KP + a] - G[rr * KP + a]) : 0.f);
+    if constexpr (decay_key<D>) {
+      for (int J = 0; J + 1 < C / 16; ++J) {
+        const int rr = 16 * J + 15, n_after = C - (rr + 1);  // rows t > rr
+        __syncthreads();
+        for (int e = tid; e < n_after * KT; e += nt) {
+          const int i = e / KT, a = e % KT, t = rr + 1 + i;
+          T1[i * ld1 + a] = to_op<Op>(a < kn ? qf(t, a) * recs[t].r * __expf(G[t * KT + a] - G[rr * KT + a]) : 0.f);
+        }
+        __syncthreads();
+        // Tf[jj][a] = Σ_{t>rr} dA_t,(16J+jj) · Qr_t[a]: A = dAᵀ (col-major view of the rows after rr)
+        tile_mma<col_major_t, row_major_t>(Tf, ldt, dAs + (rr + 1) * lda + 16 * J, lda, T1, ld1, 16, KT, n_after, false);
+        __syncthreads();
+        for (int e = tid; e < 16 * KT; e += nt) {
+          const int jj = e / KT, a = e % KT, j = 16 * J + jj;
+          if (a < kn) R[j * ldr + a] += Tf[jj * ldt + a] * __expf(G[rr * KT + a] - G[j * KT + a]);
+        }
       }
       __syncthreads();
-      // Tf[jj][a] = Σ_{t>rr} dA_t,(16J+jj) · Qr_t[a]: A = dAᵀ (col-major view of the rows after rr)
-      tile_mma<col_major_t, row_major_t>(Tf, ldt, dAb + (rr + 1) * lda + 16 * J, lda, T1, ld1, 16, KP, n_after, false);
+      for (int e = tid; e < C * KT; e += nt) {  // Xd[t] = r_t q_t e^{Γ_t − Γ_r}
+        const int t = e / KT, a = e % KT, r0 = t & ~15;
+        if (!slow[t >> 4]) Xd[t * KT + a] = recs[t].r * qf(t, a) * expf(G[t * KT + a] - G[r0 * KT + a]);
+      }
       __syncthreads();
-      for (int e = tid; e < 16 * KP; e += nt) {
-        const int jj = e / KP, a = e % KP, j = 16 * J + jj;
-        if (a < K) R[j * ldr + a] += Tf[jj * ldt + a] * __expf(G[rr * KP + a] - G[j * KP + a]);
+      // diagonal blocks: thread per (j, a), t from j to the end of j's block
+      for (int e = tid; e < C * KT; e += nt) {
+        const int j = e / KT, a = e % KT;
+        if (a >= kn || !recs[j].wr) continue;
+        const int r0 = j & ~15, end = r0 + 16;
+        float acc = 0.f;
+        if (!slow[j >> 4]) {
+          for (int t = j; t < end; ++t) acc = fmaf(to_f32(dAs[t * lda + j]), Xd[t * KT + a], acc);
+          acc *= expf(G[r0 * KT + a] - G[j * KT + a]);
+        } else {
+          for (int t = j; t < end; ++t) acc += recs[t].r * to_f32(dAs[t * lda + j]) * qf(t, a) * __expf(G[t * KT + a] - G[j * KT + a]);
+        }
+        R[j * ldr + a] += acc;
       }
-    }
-    __syncthreads();
-    for (int e = tid; e < chunk_len * KP; e += nt) {  // Xd[t] = r_t q_t e^{Γ_t − Γ_r}
-      const int t = e / KP, a = e % KP, r0 = t & ~15;
-      if (!slow[t >> 4]) Xd[t * KP + a] = recs[t].r * qf(t, a) * expf(G[t * KP + a] - G[r0 * KP + a]);
-    }
-    __syncthreads();
-    // diagonal blocks: thread per (j, a), t from j to the end of j's block
-    for (int e = tid; e < chunk_len * KP; e += nt) {
-      const int j = e / KP, a = e % KP;
-      if (a >= K || !recs[j].wr) continue;
-      const int r0 = j & ~15, end = r0 + 16;
-      float acc = 0.f;
-      if (!slow[j >> 4]) {
-        for (int t = j; t < end; ++t) acc = fmaf(to_f32(dAb[t * lda + j]), Xd[t * KP + a], acc);
-        acc *= expf(G[r0 * KP + a] - G[j * KP + a]);
-      } else {
-        for (int t = j; t < end; ++t)
-          acc += recs[t].r * to_f32(dAb[t * lda + j]) * qf(t, a) * __expf(G[t * KP + a] - G[j * KP + a]);
+      __syncthreads();
+    } else {
+      // T1[t][j] = r_t dA_tj e^{Γ_t−Γ_j}; dk̃ += T1ᵀ q
+      __syncthreads();
+      for (int e = tid; e < C * C; e += nt) {
+        const int t = e / C, j = e % C;
+        float x = to_f32(dAs[t * lda + j]) * recs[t].r;
+        if constexpr (decay_head<D>) x = j > t ? 0.f : x * __expf(G[t] - G[j]);
+        T1[t * ld1 + j] = to_op<Op>(x);
       }
-      R[j * ldr + a] += acc;
+      __syncthreads();
+      tile_mma<col_major_t, row_major_t>(R, ldr, T1, ld1, Qs, ldk, C, KT, C, true);
+      __syncthreads();
     }
-    __syncthreads();
+    if (p.cbuf && tid < KT) {
+      const int a = tid;
+      float inter = 0.f;
+#pragma unroll
+      for (int q = 0; q < parts; ++q) inter += cpart[q * KT + a];
+      p.cbuf[ch * KP + k0 + a] = a < kn ? cn[a] * __expf(gm(C - 1, a)) + inter : 0.f;
+    }
+    if (p.dk || p.dotbuf)
+      for (int j = tid / 16; j < C; j += nt / 16) {  // 16 threads per row: dk and ⟨k_j, dk̃_j⟩ over the tile
+        const chunk_record& r = recs[j];
+        const int l16 = tid % 16;
+        const int ws = r.wr ? write_slot(p, r, at) : 0;
+        float dot = 0.f;
+        for (int a = l16; a < kn; a += 16) {
+          const float x = R[j * ldr + a];
+          dot += kf(j, a) * x;
+          if (r.wr && p.dk) p.dk[(r.hv * p.Rw + ws) * K + k0 + a] = r.w * x;
+        }
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        if (l16 == 0 && p.dotbuf) p.dotbuf[((ch * (KP / KT) + kt) * C + j) * 2] = dot;
+      }
   } else {
-    // T1[t][j] = r_t dA_tj e^{Γ_t−Γ_j}; dk̃ += T1ᵀ q
-    __syncthreads();
-    for (int e = tid; e < chunk_len * chunk_len; e += nt) {
-      const int t = e / chunk_len, j = e % chunk_len;
-      float x = to_f32(dAb[t * lda + j]) * recs[t].r;
-      if constexpr (decay_head<D>) x = j > t ? 0.f : x * __expf(G[t] - G[j]);
-      T1[t * ld1 + j] = to_op<Op>(x);
+    for (int e = tid; e < C * KT; e += nt) {
+      const int t = e / KT, a = e % KT;
+      R[t * ldr + a] = (recs[t].rd && a < kn) ? R[t * ldr + a] * __expf(gm(t, a)) : 0.f;
     }
-    __syncthreads();
-    tile_mma<col_major_t, row_major_t>(R, ldr, T1, ld1, Qd, ldq, chunk_len, KP, chunk_len, true);
-    __syncthreads();
-  }
-  if (p.dk || p.dcw)
-    for (int j = tid / 8; j < chunk_len; j += nt / 8) {  // 8 threads per row: dk and ⟨k_j, dk̃_j⟩
-      const chunk_record& r = recs[j];
-      const int lane8 = tid % 8;
-      float dot = 0.f;
-      const int ws = r.wr ? write_slot(p, r, at) : 0;
-      for (int a = lane8; a < K; a += 8) {
-        const float x = R[j * ldr + a];
-        dot += kf(j, a) * x;
-        if (r.wr && p.dk) p.dk[(r.hv * p.Rw + ws) * K + a] = r.w * x;
-      }
-      dot += __shfl_xor_sync(0xffffffffu, dot, 1);
-      dot += __shfl_xor_sync(0xffffffffu, dot, 2);
-      dot += __shfl_xor_sync(0xffffffffu, dot, 4);
-      if (lane8 == 0 && r.wr && at.routed && p.dcw) p.dcw[r.hv * p.N + at.n] = dot;
-    }
-  __syncthreads();
-
-  // --- P4: dq̂ = Σ_{j≤t} dA_tj w_j k_j ⊙ e^{Γ_t−Γ_j} + e^{Γ_t} ⊙ (H_c dO_t) --------------------------------
-  const float* Hg = p.hbuf + (c * HV + hv) * KV;
-  staged_for(
-      KP * VP,
-      [&](int e) {
-        const int a = e / VP, j = e % VP;
-        return (a < K && j < V) ? Hg[static_cast<index_t>(a) * V + j] : 0.f;
-      },
-      [&](int e, float x) { Dc[(e / VP) * ldv + e % VP] = to_op<Op>(x); });
-  __syncthreads();
-  tile_mma<row_major_t, col_major_t>(R, ldr, Od, ldv, Dc, ldv, chunk_len, KP, VP, false);  // dO H_cᵀ
-  __syncthreads();
-  for (int e = tid; e < chunk_len * KP; e += nt) {
-    const int t = e / KP, a = e % KP;
-    R[t * ldr + a] = (recs[t].rd && a < K) ? R[t * ldr + a] * __expf(gam(t, a)) : 0.f;
-  }
-  if constexpr (decay_key<D>) {
-    for (int I = 1; I < chunk_len / 16; ++I) {
-      const int r0 = 16 * I;
-      __syncthreads();
-      for (int e = tid; e < r0 * KP; e += nt) {
-        const int j = e / KP, a = e % KP;
-        T1[j * ld1 + a] = to_op<Op>(a < K ? kf(j, a) * recs[j].w * __expf(G[r0 * KP + a] - G[j * KP + a]) : 0.f);
+    if constexpr (decay_key<D>) {
+      for (int I = 1; I < C / 16; ++I) {
+        const int r0 = 16 * I;
+        __syncthreads();
+        for (int e = tid; e < r0 * KT; e += nt) {
+          const int j = e / KT, a = e % KT;
+          T1[j * ld1 + a] = to_op<Op>(a < kn ? kf(j, a) * recs[j].w * __expf(G[r0 * KT + a] - G[j * KT + a]) : 0.f);
+        }
+        __syncthreads();
+        tile_mma<row_major_t, row_major_t>(Tf, ldt, dAs + r0 * lda, lda, T1, ld1, 16, KT, r0, false);
+        __syncthreads();
+        for (int e = tid; e < 16 * KT; e += nt) {
+          const int i = e / KT, a = e % KT, t = r0 + i;
+          if (a < kn) R[t * ldr + a] += Tf[i * ldt + a] * __expf(G[t * KT + a] - G[r0 * KT + a]);
+        }
       }
       __syncthreads();
-      tile_mma<row_major_t, row_major_t>(Tf, ldt, dAb + r0 * lda, lda, T1, ld1, 16, KP, r0, false);
+      for (int e = tid; e < C * KT; e += nt) {  // Xd[j] = w_j k_j e^{Γ_r − Γ_j}
+        const int j = e / KT, a = e % KT, r0 = j & ~15;
+        if (!slow[j >> 4]) Xd[j * KT + a] = kf(j, a) * recs[j].w * expf(G[r0 * KT + a] - G[j * KT + a]);
+      }
       __syncthreads();
-      for (int e = tid; e < 16 * KP; e += nt) {
-        const int i = e / KP, a = e % KP, t = r0 + i;
-        if (a < K) R[t * ldr + a] += Tf[i * ldt + a] * __expf(G[t * KP + a] - G[r0 * KP + a]);
+      for (int e = tid; e < C * KT; e += nt) {
+        const int t = e / KT, a = e % KT;
+        if (a >= kn || !recs[t].rd) continue;
+        const int start = t & ~15;
+        float acc = 0.f;
+        if (!slow[t >> 4]) {
+          for (int j = start; j <= t; ++j) acc = fmaf(to_f32(dAs[t * lda + j]), Xd[j * KT + a], acc);
+          acc *= expf(G[t * KT + a] - G[start * KT + a]);
+        } else {
+          for (int j = start; j <= t; ++j) acc += to_f32(dAs[t * lda + j]) * recs[j].w * kf(j, a) * __expf(G[t * KT + a] - G[j * KT + a]);
+        }
+        R[t * ldr + a] += acc;
       }
-    }
-    __syncthreads();
-    for (int e = tid; e < chunk_len * KP; e += nt) {  // Xd[j] = w_j k_j e^{Γ_r − Γ_j} (Dc's H_c is consumed)
-      const int j = e / KP, a = e % KP, r0 = j & ~15;
-      if (!slow[j >> 4]) Xd[j * KP + a] = kf(j, a) * recs[j].w * expf(G[r0 * KP + a] - G[j * KP + a]);
-    }
-    __syncthreads();
-    for (int e = tid; e < chunk_len * KP; e += nt) {
-      const int t = e / KP, a = e % KP;
-      if (a >= K || !recs[t].rd) continue;
-      const int start = (t / 16) * 16;
-      float acc = 0.f;
-      if (!slow[t >> 4]) {
-        for (int j = start; j <= t; ++j) acc = fmaf(to_f32(dAb[t * lda + j]), Xd[j * KP + a], acc);
-        acc *= expf(G[t * KP + a] - G[start * KP + a]);
-      } else {
-        for (int j = start; j <= t; ++j)
-          acc += to_f32(dAb[t * lda + j]) * recs[j].w * kf(j, a) * __expf(G[t * KP + a] - G[j * KP + a]);
+      __syncthreads();
+    } else {
+      __syncthreads();
+      for (int e = tid; e < C * C; e += nt) {
+        const int t = e / C, j = e % C;
+        float x = to_f32(dAs[t * lda + j]) * recs[j].w;
+        if constexpr (decay_head<D>) x = j > t ? 0.f : x * __expf(G[t] - G[j]);
+        T1[t * ld1 + j] = to_op<Op>(x);
       }
-      R[t * ldr + a] += acc;
+      __syncthreads();
+      tile_mma<row_major_t, row_major_t>(R, ldr, T1, ld1, Ks, ldk, C, KT, C, true);
+      __syncthreads();
     }
-    __syncthreads();
-  } else {
-    __syncthreads();
-    for (int e = tid; e < chunk_len * chunk_len; e += nt) {
-      const int t = e / chunk_len, j = e % chunk_len;
-      float x = to_f32(dAb[t * lda + j]) * recs[j].w;
-      if constexpr (decay_head<D>) x = j > t ? 0.f : x * __expf(G[t] - G[j]);
-      T1[t * ld1 + j] = to_op<Op>(x);
-    }
-    __syncthreads();
-    tile_mma<row_major_t, row_major_t>(R, ldr, T1, ld1, Kd, ldq, chunk_len, KP, chunk_len, true);
-    __syncthreads();
+    if (p.dq || p.dotbuf)
+      for (int t = tid / 16; t < C; t += nt / 16) {  // 16 threads per row: dq and ⟨q_t, dq̂_t⟩ over the tile
+        const chunk_record& r = recs[t];
+        const int l16 = tid % 16;
+        float dot = 0.f;
+        for (int a = l16; a < kn; a += 16) {
+          const float x = R[t * ldr + a];
+          dot += qf(t, a) * x;
+          if (r.rd && p.dq) p.dq[(r.hv * p.Rr + r.slot) * K + k0 + a] = r.r * x;
+        }
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        if (l16 == 0 && p.dotbuf) p.dotbuf[((ch * (KP / KT) + kt) * C + t) * 2 + 1] = dot;
+      }
   }
-  if (p.dq || p.dcr)
-    for (int t = tid / 8; t < chunk_len; t += nt / 8) {
-      const chunk_record& r = recs[t];
-      const int lane8 = tid % 8;
-      float dot = 0.f;
-      for (int a = lane8; a < K; a += 8) {
-        const float x = R[t * ldr + a];
-        dot += qf(t, a) * x;
-        if (r.rd && p.dq) p.dq[(r.hv * p.Rr + r.slot) * K + a] = r.r * x;
-      }
-      dot += __shfl_xor_sync(0xffffffffu, dot, 1);
-      dot += __shfl_xor_sync(0xffffffffu, dot, 2);
-      dot += __shfl_xor_sync(0xffffffffu, dot, 4);
-      if (lane8 == 0 && r.rd && at.routed && p.dcr) p.dcr[r.hv * p.N + at.n] = p.scale * dot;
-    }
-  __syncthreads();
-  if (p.cbuf)
-    for (int a = tid; a < KP; a += nt) p.cbuf[(c * HV + hv) * KP + a] = cn[a];
 }
 
 // --- 4'. chunk_grad_exact_kernel (fp32 and fp16 inputs) -------------------------------------------
 //
-// The same per-chunk gradients as chunk_grad_kernel, in exact fp32 on the CUDA cores, for fp32 inputs
+// The same per-chunk gradients as the bf16 kernels 4a–4c, in exact fp32 on the CUDA cores, for fp32 inputs
 // (issue 4: no TF32) and fp16 inputs (whose products would need fp16 operands for the inputs and bf16
 // for the states; fp32 is exact for both). No sub-chunking is needed: every exponential is formed
 // per pair, e^{Γ_t[a] − Γ_j[a]} with j ≤ t, e^{γ[a] − Γ_j[a]} and e^{Γ_t[a]}, all ≤ 1 (SPEC §8).
@@ -777,46 +848,61 @@ __global__ void __launch_bounds__(256) chunk_grad_exact_kernel(const chunk_bwd_p
 
 // --- 5. chunk_dg_kernel --------------------------------------------------------------------------
 
-//! One block of KP threads per (chunk, value head): thread a walks the chunk backwards.
+//! One block of KP threads per (chunk, value head): thread a walks the chunk backwards (dg, when
+//! p.dg); the bf16 path's router-weight gradients are summed here from the key tiles' dots (p.dotbuf).
 template <class D, class Dev, int KP>
 __global__ void __launch_bounds__(KP) chunk_dg_kernel(const chunk_bwd_params<Dev> p) {
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   __shared__ chunk_record recs[chunk_len];
   __shared__ float rows[decay_head<D> ? chunk_len * KP : 1];
-  const int K = p.K, HV = p.HV, a = static_cast<int>(threadIdx.x);
+  const int HV = p.HV, a = static_cast<int>(threadIdx.x);
   const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
   const chunk_where at = locate_chunk(p, c);
-  const device_source<Dev> src = at.is_shared ? p.shr : p.main;
   load_records(p, c, at, h, hv, recs);
   __syncthreads();
-  const float cna = p.cbuf[(c * HV + hv) * KP + a];
-  float acc = 0.f;
-  for (int t = chunk_len - 1; t >= 0; --t) {
-    const chunk_record& r = recs[t];
-    float val = 0.f;
-    if (a < K) {
-      if (r.rd) acc += to_f32(src.q[r.qk + a]) * p.dq[(r.hv * p.Rr + r.slot) * K + a];
-      if (r.wr) acc -= to_f32(src.k[r.qk + a]) * p.dk[(r.hv * p.Rw + write_slot(p, r, at)) * K + a];
-      val = acc + cna;
-    }
-    // Γ summed the floored gates (detail::chunked_log_decay): ∂L/∂g is exactly 0 below the floor
-    if constexpr (decay_key<D>) {
-      if (r.wr && a < K)
-        p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + a] =
-            detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv * K, a))) ? 0.f : val;
-    } else {
-      rows[t * KP + a] = val;
-    }
+  if (p.dotbuf && at.routed && a < chunk_len) {  // ⟨k_j, dk̃_j⟩ and ⟨q_t, dq̂_t⟩: the key tiles' dots, in tile order
+    constexpr int kts = KP / bwd_kt;
+    const chunk_record& r = recs[a];
+    const float* d = p.dotbuf + ((c * HV + hv) * kts * chunk_len + a) * 2;
+    float wd = 0.f, rd = 0.f;
+#pragma unroll
+    for (int kt = 0; kt < kts; ++kt) wd += d[kt * chunk_len * 2], rd += d[kt * chunk_len * 2 + 1];
+    if (r.wr && p.dcw) p.dcw[r.hv * p.N + at.n] = wd;
+    if (r.rd && p.dcr) p.dcr[r.hv * p.N + at.n] = p.scale * rd;
   }
-  if constexpr (decay_head<D>) {
-    __syncthreads();
-    for (int t = a; t < chunk_len; t += KP) {
+  if constexpr (!decay_none<D>) {
+    if (!p.dg) return;  // uniform over the block
+    const int K = p.K;
+    const device_source<Dev> src = at.is_shared ? p.shr : p.main;
+    const float cna = p.cbuf[(c * HV + hv) * KP + a];
+    float acc = 0.f;
+    for (int t = chunk_len - 1; t >= 0; --t) {
       const chunk_record& r = recs[t];
-      if (!r.wr) continue;
-      float s = 0.f;
-      for (int b = 0; b < K; ++b) s += rows[t * KP + b];
-      p.dg[r.hv * p.Rw + write_slot(p, r, at)] = detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv, 0))) ? 0.f : s;
+      float val = 0.f;
+      if (a < K) {
+        if (r.rd) acc += to_f32(src.q[r.qk + a]) * p.dq[(r.hv * p.Rr + r.slot) * K + a];
+        if (r.wr) acc -= to_f32(src.k[r.qk + a]) * p.dk[(r.hv * p.Rw + write_slot(p, r, at)) * K + a];
+        val = acc + cna;
+      }
+      // Γ summed the floored gates (detail::chunked_log_decay): ∂L/∂g is exactly 0 below the floor
+      if constexpr (decay_key<D>) {
+        if (r.wr && a < K)
+          p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + a] =
+              detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv * K, a))) ? 0.f : val;
+      } else {
+        rows[t * KP + a] = val;
+      }
+    }
+    if constexpr (decay_head<D>) {
+      __syncthreads();
+      for (int t = a; t < chunk_len; t += KP) {
+        const chunk_record& r = recs[t];
+        if (!r.wr) continue;
+        float s = 0.f;
+        for (int b = 0; b < K; ++b) s += rows[t * KP + b];
+        p.dg[r.hv * p.Rw + write_slot(p, r, at)] = detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv, 0))) ? 0.f : s;
+      }
     }
   }
 }
@@ -824,43 +910,86 @@ __global__ void __launch_bounds__(KP) chunk_dg_kernel(const chunk_bwd_params<Dev
 //! Whether the chunked backward takes this problem (else the recurrent backward runs).
 template <class Dev>
 bool chunked_backward_supported(const detail::problem& pb) {
-  // bf16: chunk_grad_kernel (tensor cores). fp32 and fp16: chunk_grad_exact_kernel (fp32 FMA). (With
-  // chunk_grad_kernel's bf16 operands, fp16 inputs measured gradient ratios 0.0055–0.0059 against the
+  // bf16: kernels 4a–4c (tensor cores). fp32 and fp16: chunk_grad_exact_kernel (fp32 FMA). (With the
+  // bf16 gradient kernel's bf16 operands, fp16 inputs measured gradient ratios 0.0055–0.0059 against the
   // CPU's on the same fp16 inputs — gla, sse_n4k1s, sse_w2r1s at T = 200–260 — over SPEC §9.3's 0.005.)
   (void)sizeof(Dev);
   return chunked_supported(pb) && pb.V <= bwd_chunk_max_v;
 }
 
+//! The bf16 path's extra scratch per chunk and value head, in bytes (qbuf, kbuf, abuf, dabuf, gambuf;
+//! dotbuf when routed), in the order bind_bwd_tc_buffers lays them out.
+template <class D>
+std::size_t bwd_tc_bytes(int KP, bool routed) {
+  const std::size_t C = chunk_len;
+  return 2 * C * KP * sizeof(__nv_bfloat16) + 2 * C * C * sizeof(__nv_bfloat16) + gamma_floats<D>(KP) * sizeof(float) +
+         (routed ? static_cast<std::size_t>(KP / bwd_kt) * C * 2 * sizeof(float) : 0);
+}
+
+//! Points p's qbuf, kbuf, abuf, dabuf, gambuf (and dotbuf when routed) into base (bwd_tc_bytes per chunk
+//! and value head, 256-byte aligned base).
+template <class D>
+void bind_bwd_tc_buffers(chunk_bwd_params<__nv_bfloat16>& p, unsigned char* base, std::size_t chunk_heads, int KP, bool routed) {
+  using Op = __nv_bfloat16;
+  const std::size_t C = chunk_len;
+  p.qbuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * KP * sizeof(Op);
+  p.kbuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * KP * sizeof(Op);
+  p.abuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * C * sizeof(Op);
+  p.dabuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * C * sizeof(Op);
+  p.gambuf = gamma_floats<D>(KP) > 0 ? reinterpret_cast<float*>(base) : nullptr, base += chunk_heads * gamma_floats<D>(KP) * sizeof(float);
+  p.dotbuf = routed ? reinterpret_cast<float*>(base) : nullptr;
+}
+
 template <class D, class Dev, int KP>
 void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, cudaStream_t stream, const char* api) {
+  constexpr bool tc = std::is_same_v<Dev, __nv_bfloat16>;
   set_chunk_smem<D, Dev, KP>(api);
   static const bool once = [api] {
-    check(cudaFuncSetAttribute(chunk_state_kernel<D, Dev, KP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(state_smem<D, Dev>(KP).bytes)),
-          "cudaFuncSetAttribute(chunk_state_kernel)", api);
-    if constexpr (std::is_same_v<Dev, __nv_bfloat16>)
-      check(cudaFuncSetAttribute(chunk_grad_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(grad_smem<KP>().bytes)),
-            "cudaFuncSetAttribute(chunk_grad_kernel)", api);
-    else
+    if constexpr (tc) {
+      check(cudaFuncSetAttribute(chunk_kstate_kernel<D, Dev, KP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(kstate_smem<D, Dev>(KP).bytes)),
+            "cudaFuncSetAttribute(chunk_kstate_kernel)", api);
+      check(cudaFuncSetAttribute(chunk_bwd_da_kernel<D, Dev>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(da_smem().bytes)),
+            "cudaFuncSetAttribute(chunk_bwd_da_kernel)", api);
+      check(cudaFuncSetAttribute(chunk_bwd_dv_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(dv_smem<KP>().bytes)),
+            "cudaFuncSetAttribute(chunk_bwd_dv_kernel)", api);
+      check(cudaFuncSetAttribute(chunk_bwd_dqk_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(dqk_smem<D>().bytes)),
+            "cudaFuncSetAttribute(chunk_bwd_dqk_kernel)", api);
+    } else {
+      check(cudaFuncSetAttribute(chunk_state_kernel<D, Dev, KP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(state_smem<D, Dev>(KP).bytes)),
+            "cudaFuncSetAttribute(chunk_state_kernel)", api);
       check(cudaFuncSetAttribute(chunk_grad_exact_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(grad_exact_smem<D>(KP, bwd_chunk_max_v, KP).bytes)),
             "cudaFuncSetAttribute(chunk_grad_exact_kernel)", api);
+    }
     return true;
   }();
   (void)once;
   const index_t chunks = p.rt.max_chunks;
+  const unsigned ch = static_cast<unsigned>(chunks), hv = static_cast<unsigned>(p.HV);
   const unsigned vt = static_cast<unsigned>((p.V + state_tile_v<Dev> - 1) / state_tile_v<Dev>);
   const index_t KV = static_cast<index_t>(p.K) * p.V;
   const dim3 scan_grid(static_cast<unsigned>((KV + scan_threads * scan_per_thread - 1) / (scan_threads * scan_per_thread)),
-                       static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
-  // 1. H_c (the forward's first two kernels, without a final state)
+                       hv, static_cast<unsigned>(p.S * p.P));
+  // 1. H_c (the forward's kernels, without a final state); bf16: the forward's own split, whose intra
+  //    kernel also leaves A, K̃, Q̃ and Γ for the gradient kernels
   chunk_params<Dev> fwd = p;
   fwd.state_out = nullptr, fwd.in_place = false;
   if (chunks > 0) {
-    chunk_state_kernel<D, Dev, KP><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV), vt), chunk_threads,
-                                     state_smem<D, Dev>(KP).bytes, stream>>>(fwd);
-    check_launch("chunk_state_kernel", api);
+    if constexpr (tc) {
+      chunk_intra_kernel<D, Dev, KP><<<dim3(ch, hv), intra_threads, intra_smem<D, Dev>(KP).bytes, stream>>>(fwd);
+      check_launch("chunk_intra_kernel", api);
+      const unsigned kv = static_cast<unsigned>((p.V + kstate_smem<D, Dev>::TV - 1) / kstate_smem<D, Dev>::TV);
+      chunk_kstate_kernel<D, Dev, KP><<<dim3(ch, hv, kv), kstate_threads, kstate_smem<D, Dev>(KP).bytes, stream>>>(fwd);
+      check_launch("chunk_kstate_kernel", api);
+    } else {
+      chunk_state_kernel<D, Dev, KP><<<dim3(ch, hv, vt), chunk_threads, state_smem<D, Dev>(KP).bytes, stream>>>(fwd);
+      check_launch("chunk_state_kernel", api);
+    }
   }
   chunk_scan_kernel<D, Dev><<<scan_grid, scan_threads, 0, stream>>>(fwd);
   check_launch("chunk_scan_kernel", api);
@@ -868,26 +997,38 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
   chunk_params<Dev> adj = p;
   adj.v = p.dO, adj.hbuf = p.dbuf;
   if (chunks > 0) {
-    chunk_state_kernel<D, Dev, KP, true><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV), vt),
-                                           chunk_threads, state_smem<D, Dev>(KP).bytes, stream>>>(adj);
-    check_launch("chunk_state_kernel (adjoint)", api);
+    if constexpr (tc) {
+      adj.kbuf = p.qbuf;  // W_c = Σ_t Q̃_t (r_t dO_t)ᵀ
+      const unsigned kv = static_cast<unsigned>((p.V + kstate_smem<D, Dev>::TV - 1) / kstate_smem<D, Dev>::TV);
+      chunk_kstate_kernel<D, Dev, KP, true><<<dim3(ch, hv, kv), kstate_threads, kstate_smem<D, Dev>(KP).bytes, stream>>>(adj);
+      check_launch("chunk_kstate_kernel (adjoint)", api);
+    } else {
+      chunk_state_kernel<D, Dev, KP, true><<<dim3(ch, hv, vt), chunk_threads, state_smem<D, Dev>(KP).bytes, stream>>>(adj);
+      check_launch("chunk_state_kernel (adjoint)", api);
+    }
   }
   // 3. D_c, dh0
   chunk_rscan_kernel<D, Dev><<<scan_grid, scan_threads, 0, stream>>>(p);
   check_launch("chunk_rscan_kernel", api);
   if (chunks > 0) {
     // 4. per-chunk gradients
-    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV));
-    if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
-      chunk_grad_kernel<D, Dev, KP><<<grid, chunk_threads, grad_smem<KP>().bytes, stream>>>(p);
-      check_launch("chunk_grad_kernel", api);
+    if constexpr (tc) {
+      chunk_bwd_da_kernel<D, Dev><<<dim3(ch, hv), bwd_threads, da_smem().bytes, stream>>>(p);
+      check_launch("chunk_bwd_da_kernel", api);
+      if (p.dv) {
+        const unsigned tv = static_cast<unsigned>((p.V + bwd_tv - 1) / bwd_tv);
+        chunk_bwd_dv_kernel<D, Dev, KP><<<dim3(ch, hv, tv), bwd_threads, dv_smem<KP>().bytes, stream>>>(p);
+        check_launch("chunk_bwd_dv_kernel", api);
+      }
+      chunk_bwd_dqk_kernel<D, Dev, KP><<<dim3(ch, hv, 2 * (KP / bwd_kt)), dqk_threads, dqk_smem<D>().bytes, stream>>>(p);
+      check_launch("chunk_bwd_dqk_kernel", api);
     } else {
-      chunk_grad_exact_kernel<D, Dev, KP><<<grid, 256, grad_exact_smem<D>(p.K, p.V, KP).bytes, stream>>>(p);
+      chunk_grad_exact_kernel<D, Dev, KP><<<dim3(ch, hv), 256, grad_exact_smem<D>(p.K, p.V, KP).bytes, stream>>>(p);
       check_launch("chunk_grad_exact_kernel", api);
     }
-    // 5. dg
-    if (want_dg && !decay_none<D>) {
-      chunk_dg_kernel<D, Dev, KP><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), KP, 0, stream>>>(p);
+    // 5. dg (and, bf16, the router weights' gradients)
+    if ((want_dg && !decay_none<D>) || p.dotbuf) {
+      chunk_dg_kernel<D, Dev, KP><<<dim3(ch, hv), KP, 0, stream>>>(p);
       check_launch("chunk_dg_kernel", api);
     }
   }

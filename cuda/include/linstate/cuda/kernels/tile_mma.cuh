@@ -91,12 +91,12 @@ __device__ __forceinline__ void tile_mma(float* C, int ldc, const Op* A, int lda
   }
 }
 
-//! C[M×N] (row-major, ldc) = A1[M×K1]·B1[K1×N] + A2[M×K2]·B2[K2×N], all operands row-major, one
-//! accumulator per output tile (the two products may take different 16-bit operand types). Whole
-//! block; no barrier inside.
-template <class LA, class LB, class Op1, class Op2>
-__device__ __forceinline__ void tile_mma2(float* C, int ldc, const Op1* A1, int lda1, const Op1* B1, int ldb1, int K1,
-                                          const Op2* A2, int lda2, const Op2* B2, int ldb2, int K2, int M, int N) {
+//! C[M×N] (row-major, ldc) = A1[M×K1]·B1[K1×N] + A2[M×K2]·B2[K2×N], one accumulator per output tile
+//! (the two products may take different 16-bit operand types and layouts: LA1/LB1 for the first,
+//! LA2/LB2 for the second). Whole block; no barrier inside.
+template <class LA1, class LB1, class LA2, class LB2, class Op1, class Op2>
+__device__ __forceinline__ void tile_mma2x(float* C, int ldc, const Op1* A1, int lda1, const Op1* B1, int ldb1, int K1,
+                                           const Op2* A2, int lda2, const Op2* B2, int ldb2, int K2, int M, int N) {
   static_assert(tensor_core_op<Op1> == tensor_core_op<Op2>, "tile_mma2: both products on tensor cores or both fp32");
   if constexpr (tensor_core_op<Op1>) {
     namespace w = nvcuda::wmma;
@@ -107,26 +107,33 @@ __device__ __forceinline__ void tile_mma2(float* C, int ldc, const Op1* A1, int 
       w::fragment<w::accumulator, 16, 16, 16, float> c;
       w::fill_fragment(c, 0.f);
       for (int k0 = 0; k0 < K1; k0 += 16) {
-        w::fragment<w::matrix_a, 16, 16, 16, Op1, wmma_layout_t<LA>> a;
-        w::fragment<w::matrix_b, 16, 16, 16, Op1, wmma_layout_t<LB>> b;
-        w::load_matrix_sync(a, A1 + tile_index<LA>(i0, k0, lda1), static_cast<unsigned>(lda1));
-        w::load_matrix_sync(b, B1 + tile_index<LB>(k0, j0, ldb1), static_cast<unsigned>(ldb1));
+        w::fragment<w::matrix_a, 16, 16, 16, Op1, wmma_layout_t<LA1>> a;
+        w::fragment<w::matrix_b, 16, 16, 16, Op1, wmma_layout_t<LB1>> b;
+        w::load_matrix_sync(a, A1 + tile_index<LA1>(i0, k0, lda1), static_cast<unsigned>(lda1));
+        w::load_matrix_sync(b, B1 + tile_index<LB1>(k0, j0, ldb1), static_cast<unsigned>(ldb1));
         w::mma_sync(c, a, b, c);
       }
       for (int k0 = 0; k0 < K2; k0 += 16) {
-        w::fragment<w::matrix_a, 16, 16, 16, Op2, wmma_layout_t<LA>> a;
-        w::fragment<w::matrix_b, 16, 16, 16, Op2, wmma_layout_t<LB>> b;
-        w::load_matrix_sync(a, A2 + tile_index<LA>(i0, k0, lda2), static_cast<unsigned>(lda2));
-        w::load_matrix_sync(b, B2 + tile_index<LB>(k0, j0, ldb2), static_cast<unsigned>(ldb2));
+        w::fragment<w::matrix_a, 16, 16, 16, Op2, wmma_layout_t<LA2>> a;
+        w::fragment<w::matrix_b, 16, 16, 16, Op2, wmma_layout_t<LB2>> b;
+        w::load_matrix_sync(a, A2 + tile_index<LA2>(i0, k0, lda2), static_cast<unsigned>(lda2));
+        w::load_matrix_sync(b, B2 + tile_index<LB2>(k0, j0, ldb2), static_cast<unsigned>(ldb2));
         w::mma_sync(c, a, b, c);
       }
       w::store_matrix_sync(C + i0 * ldc + j0, c, static_cast<unsigned>(ldc), w::mem_row_major);
     }
   } else {
     // exact fp32: the first product into the thread's own 4×4 elements, then the second accumulated
-    tile_mma<LA, LB>(C, ldc, A1, lda1, B1, ldb1, M, N, K1, false);
-    tile_mma<LA, LB>(C, ldc, A2, lda2, B2, ldb2, M, N, K2, true);  // same thread owns the same elements
+    tile_mma<LA1, LB1>(C, ldc, A1, lda1, B1, ldb1, M, N, K1, false);
+    tile_mma<LA2, LB2>(C, ldc, A2, lda2, B2, ldb2, M, N, K2, true);  // same thread owns the same elements
   }
+}
+
+//! tile_mma2x with the same layouts for both products.
+template <class LA, class LB, class Op1, class Op2>
+__device__ __forceinline__ void tile_mma2(float* C, int ldc, const Op1* A1, int lda1, const Op1* B1, int ldb1, int K1,
+                                          const Op2* A2, int lda2, const Op2* B2, int ldb2, int K2, int M, int N) {
+  tile_mma2x<LA, LB, LA, LB>(C, ldc, A1, lda1, B1, ldb1, K1, A2, lda2, B2, ldb2, K2, M, N);
 }
 
 //! Operand element type for input element type Dev: the tensor-core types stay, fp32 stays fp32.
