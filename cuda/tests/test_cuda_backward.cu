@@ -636,6 +636,54 @@ TEST_CASE("chunked backward: gated delta rule in the WY form, every gradient aga
   }
 }
 
+//! bf16 inputs on the delta-rule backward's tensor-core products (split-bf16, kernels/tile_mma.cuh
+//! tile_mma_x3): every gradient against the CPU's fp32 pass on the same bf16 inputs at fla's ratio
+//! 0.005 (SPEC §9.3), dh0 (fp32) also at 1e-5·max|ref| as the exact path; the ratios are printed.
+template <class Spec, class Strategy = linstate::varlen>
+void check_delta_tc_backward(const std::string& what, const random_inputs& data, std::uint64_t seed, bool with_dht = true,
+                             bool with_h0 = true) {
+  const auto [ref, got] = both<Spec, Eigen::bfloat16, linstate::chunked<64>, Strategy>(data, seed, {}, with_dht, with_h0);
+  std::string line = what + ": ratios";
+  for_each_grad(ref, got, [&](const char* name, const auto& a, const auto& b) {
+    CAPTURE(what);
+    CAPTURE(name);
+    if (a.empty()) {
+      CHECK(b.empty());
+      return;
+    }
+    const double ratio = rms_ratio(b, a);
+    line += std::string(" ") + name + " " + std::to_string(ratio);
+    CAPTURE(ratio);
+    CHECK(ratio <= ratio_tol);
+  });
+  if (!ref.initial_state.empty()) {
+    const double e = max_rel_err(got.initial_state, ref.initial_state);
+    line += "; dh0 max err " + std::to_string(e);
+    CAPTURE(what);
+    CAPTURE(e);
+    CHECK(e <= fp32_tol);
+  }
+  MESSAGE(line);
+}
+
+TEST_CASE("chunked backward: gated delta rule, bf16 inputs on tensor cores, every gradient against the exact path (ratio 0.005)") {
+  check_delta_tc_backward<gdn>("gdn K=V=128 B=2", make<gdn>({.B = 2, .T = 300, .H = 2, .HV = 2, .K = 128, .V = 128}, 250), 82);
+  check_delta_tc_backward<gdn>("gdn K=V=128 T=1024", make<gdn>({.B = 1, .T = 1024, .H = 1, .HV = 1, .K = 128, .V = 128}, 251), 83);
+  check_delta_tc_backward<gdn>("gdn grouped heads K=32 V=64, no h0, no dht",
+                               make<gdn>({.B = 2, .T = 150, .H = 1, .HV = 4, .K = 32, .V = 64}, 252, false), 84, false, false);
+  check_delta_tc_backward<gdn_plain>("gdn plain K=64 V=48", make<gdn_plain>({.B = 2, .T = 130, .H = 1, .HV = 2, .K = 64, .V = 48}, 253), 85);
+  check_delta_tc_backward<gdn>("gdn V=40 (fp32 fallback of the V-wide products)",
+                               make<gdn>({.B = 1, .T = 130, .H = 1, .HV = 2, .K = 64, .V = 40}, 254), 86);
+  const auto d5 = make<sse_gdn>({.B = 2, .T = 260, .H = 2, .HV = 2, .K = 64, .V = 64}, 255);
+  check_delta_tc_backward<sse_gdn, linstate::varlen>("sse_gdn varlen", d5, 87);
+  check_delta_tc_backward<sse_gdn, linstate::mask>("sse_gdn mask", d5, 87);
+  check_delta_tc_backward<sse_gdn_w2r1>("sse_gdn kw=2 kr=1 K=96",
+                                        make<sse_gdn_w2r1>({.B = 1, .T = 200, .H = 1, .HV = 1, .K = 96, .V = 32}, 256), 88);
+  const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
+  check_delta_tc_backward<sse_gdn>("sse_gdn packed cu_seqlens K=32",
+                                   make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 257, true, cu), 89);
+}
+
 TEST_CASE("only the requested gradients are written; none requested is a no-op") {
   const auto data = make<sse_gdn>({.B = 1, .T = 40, .H = 1, .HV = 2, .K = 32, .V = 32}, 140);
   const auto in = data.view();

@@ -28,13 +28,16 @@
 //      D ← e^{G_C} D + (diag(e^G) Q)ᵀ dO − Wᵀ dVn; the last D is ∂L/∂h0;
 //   5. delta_grad_kernel   (per chunk, value head): every gradient of the chunk — q, k, v, β, g and the
 //      router weights — into the per-slot partials of backward.cuh's contract (Z = 1).
-// All products are exact fp32 on the CUDA cores (tile_mma<float> and the kernels' own row/column dot
-// products) whatever the input type: the WY solve is sensitive to rounding, and this path is about
-// exactness first. For bf16 inputs the forward runs on tensor cores instead (chunked_delta_tc.cuh); the
-// backward always runs here. Measured (H200, bf16, B = 1, H = 8, K = V = 128, T = 32768; ncu): the
-// backward's recomputation prep 3.79 ms + state 4.43 ms, reverse scan 8.40 ms, gradient kernel 15.65 ms
-// (the sequential kernels stage each chunk by cp.async: state 6.43 → 4.43, rscan 11.08 → 8.40 before);
-// bench_cuda forward + backward 35.0 ms; docs/cuda.md, "Not done yet".
+// All arithmetic is fp32 (the buffers, the WY solve, the sequential kernels' own row/column dot
+// products): the WY solve is sensitive to rounding, and this path is about exactness first. The
+// per-chunk products of kernels 1, 3 and 5 (tile_mma_f32, gemm_abt_staged) are exact fp32 on the CUDA
+// cores (tile_mma<float>) for fp32 and fp16 inputs; for bf16 inputs they run on tensor cores in the
+// split-bf16 form of tile_mma.cuh (tile_mma_x3: three bf16 products per fp32 product, each term within
+// about 1e-5 of fp32), where M, N and the inner size are multiples of 16. For bf16 inputs the forward
+// runs on tensor cores in plain bf16 instead (chunked_delta_tc.cuh); the backward always runs here.
+// Measured before the split-bf16 products (H200, bf16, B = 1, H = 8, K = V = 128, T = 32768; ncu): the
+// backward's recomputation prep 3.79 ms + state 4.43 ms, reverse scan 8.40 ms, gradient kernel 15.65 ms;
+// bench_cuda forward + backward 35.0 ms; the figures since: docs/benchmarks.md, "Issue 11, session 7".
 //
 // Scratch (fp32, per chunk and value head): k̂, q̂, W [C,K]; U, Vn [C,V]; T, A [C,C]; G, b, 1/‖k‖,
 // 1/‖q‖ [C]; S [K,V]; the backward adds D [K,V], dO, dVn [C,V] and a workspace [C, 2K + V].
@@ -46,6 +49,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "chunked_backward.cuh"
 
@@ -123,25 +127,106 @@ __host__ __device__ constexpr int ldk(int K) { return K + 4; }   // rows read as
 __host__ __device__ constexpr int ldk1(int K) { return K + 1; }  // rows read as a transposed tile_mma operand
 inline constexpr int slab = 16, ldslab = slab + 4;
 
+//! One slab of gemm_abt_staged: columns [k0, k0 + 16) of A and B into `stage` (zeros past Kd).
+__device__ __forceinline__ void stage_slab(float* As, float* Bs, const float* A, int lda, const float* B, int ldb, int M, int N,
+                                           int Kd, int k0) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int w = min(slab, Kd - k0);
+  for (int e = tid; e < (M + N) * slab; e += nt) {
+    const int row = e / slab, kk = e % slab;
+    const float* src = row < M ? A + static_cast<index_t>(row) * lda : B + static_cast<index_t>(row - M) * ldb;
+    (row < M ? As + row * ldslab : Bs + (row - M) * ldslab)[kk] = kk < w ? src[k0 + kk] : 0.f;
+  }
+}
+
+//! gemm_abt_staged's split-bf16 tensor-core form (tile_mma.cuh, tile_mma_x3): each warp keeps the
+//! accumulators of its (at most 4) 16×16 output tiles in registers across the slabs.
+__device__ __forceinline__ void gemm_abt_staged_x3(float* C, int ldc_, const float* A, int lda, const float* B, int ldb, int M,
+                                                   int N, int Kd, bool accumulate, float* stage) {
+  using x3_detail::split2;
+  using x3_detail::mma_bf16_16816;
+  const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int tn = N / 16, tiles = (M / 16) * tn;
+  float* As = stage;
+  float* Bs = stage + M * ldslab;
+  float d[4][2][4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int tile = warp + u * nwarps;
+    const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const bool ld = accumulate && tile < tiles;
+      const float* c0 = C + (i0 + g) * ldc_ + j0 + 8 * h + t2;
+      const float* c1 = c0 + 8 * ldc_;
+      d[u][h][0] = ld ? c0[0] : 0.f, d[u][h][1] = ld ? c0[1] : 0.f, d[u][h][2] = ld ? c1[0] : 0.f, d[u][h][3] = ld ? c1[1] : 0.f;
+    }
+  }
+  for (int k0 = 0; k0 < Kd; k0 += slab) {
+    __syncthreads();
+    stage_slab(As, Bs, A, lda, B, ldb, M, N, Kd, k0);
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int tile = warp + u * nwarps;
+      if (tile >= tiles) continue;
+      const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+      unsigned ah[4], al[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {  // a rows g (r even) / g + 8 (r odd), columns t2 (r < 2) / t2 + 8
+        const float2 x = *reinterpret_cast<const float2*>(As + (i0 + g + 8 * (r & 1)) * ldslab + t2 + 8 * (r >> 1));
+        split2(x.x, x.y, ah[r], al[r]);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float* brow = Bs + (j0 + 8 * h + g) * ldslab + t2;  // B(k, j) = Bs[j][k]
+        unsigned bh[2], bl[2];
+        const float2 y0 = *reinterpret_cast<const float2*>(brow);
+        const float2 y1 = *reinterpret_cast<const float2*>(brow + 8);
+        split2(y0.x, y0.y, bh[0], bl[0]);
+        split2(y1.x, y1.y, bh[1], bl[1]);
+        mma_bf16_16816(d[u][h], al, bh);
+        mma_bf16_16816(d[u][h], ah, bl);
+        mma_bf16_16816(d[u][h], ah, bh);
+      }
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int tile = warp + u * nwarps;
+    if (tile >= tiles) continue;
+    const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float* c0 = C + (i0 + g) * ldc_ + j0 + 8 * h + t2;
+      float* c1 = c0 + 8 * ldc_;
+      c0[0] = d[u][h][0], c0[1] = d[u][h][1], c1[0] = d[u][h][2], c1[1] = d[u][h][3];
+    }
+  }
+}
+
 //! C[M×N] (+)= A·Bᵀ with A [M×Kd] and B [N×Kd] row-major in global memory: slabs of 16 columns of
 //! both are staged through `stage` ((M + N)·20 floats of shared memory) with coalesced loads, then
-//! multiplied by tile_mma (exact fp32). Whole block; synchronises before each slab is written; the
-//! caller synchronises after (C read).
+//! multiplied by tile_mma (exact fp32), or, for bf16 inputs (Dev) with M and N multiples of 16 and
+//! at most 4 output tiles per warp, by the split-bf16 tensor-core products (gemm_abt_staged_x3).
+//! Whole block; synchronises before each slab is written; the caller synchronises after (C read).
+template <class Dev>
 __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float* A, int lda, const float* B, int ldb, int M,
                                                 int N, int Kd, bool accumulate, float* stage) {
-  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
+    if (((M | N) & 15) == 0 && (M / 16) * (N / 16) <= 4 * (static_cast<int>(blockDim.x) >> 5)) {
+      gemm_abt_staged_x3(C, ldc_, A, lda, B, ldb, M, N, Kd, accumulate, stage);
+      return;
+    }
+  }
   float* As = stage;
   float* Bs = stage + M * ldslab;
   for (int k0 = 0; k0 < Kd; k0 += slab) {
-    const int w = min(slab, Kd - k0);
     __syncthreads();
-    for (int e = tid; e < (M + N) * slab; e += nt) {
-      const int row = e / slab, kk = e % slab;
-      const float* src = row < M ? A + static_cast<index_t>(row) * lda : B + static_cast<index_t>(row - M) * ldb;
-      (row < M ? As + row * ldslab : Bs + (row - M) * ldslab)[kk] = kk < w ? src[k0 + kk] : 0.f;
-    }
+    stage_slab(As, Bs, A, lda, B, ldb, M, N, Kd, k0);
     __syncthreads();
-    tile_mma<row_major_t, col_major_t>(C, ldc_, As, ldslab, Bs, ldslab, M, N, slab, accumulate || k0 > 0);
+    tile_mma_f32<Dev, row_major_t, col_major_t>(C, ldc_, As, ldslab, Bs, ldslab, M, N, slab, accumulate || k0 > 0);
   }
 }
 inline constexpr int ldc = chunk_len + 4;
@@ -243,8 +328,8 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
   }
   __syncthreads();
   if (tid < C) p.G[o.c + tid] = G[tid], p.b[o.c + tid] = b[tid];
-  tile_mma<row_major_t, col_major_t>(Lm, ldc, Ks, lk, Ks, lk, C, C, K, false);  // K̂ K̂ᵀ
-  tile_mma<row_major_t, col_major_t>(Am, ldc, Qs, lk, Ks, lk, C, C, K, false);  // Q K̂ᵀ
+  tile_mma_f32<Dev, row_major_t, col_major_t>(Lm, ldc, Ks, lk, Ks, lk, C, C, K, false);  // K̂ K̂ᵀ
+  tile_mma_f32<Dev, row_major_t, col_major_t>(Am, ldc, Qs, lk, Ks, lk, C, C, K, false);  // Q K̂ᵀ
   __syncthreads();
   for (int e = tid; e < C * C; e += nt) {
     const int i = e / C, j = e % C;
@@ -271,7 +356,7 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
     Ks[i * lk + e % K] *= b[i] * __expf(G[i]);
   }
   __syncthreads();
-  tile_mma<row_major_t, row_major_t>(p.W + o.ck, K, Tm, ldc, Ks, lk, C, K, C, false);
+  tile_mma_f32<Dev, row_major_t, row_major_t>(p.W + o.ck, K, Tm, ldc, Ks, lk, C, K, C, false);
   // U = T diag(b) V, 64 columns at a time
   constexpr int lv = delta_out_tile + 4;
   for (int j0 = 0; j0 < V; j0 += delta_out_tile) {
@@ -286,7 +371,7 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
         },
         [&](int e, float x) { Vt[(e / delta_out_tile) * lv + e % delta_out_tile] = x * b[e / delta_out_tile]; });
     __syncthreads();
-    tile_mma<row_major_t, row_major_t>(p.U + o.cv + j0, V, Tm, ldc, Vt, lv, C, n, C, false);
+    tile_mma_f32<Dev, row_major_t, row_major_t>(p.U + o.cv + j0, V, Tm, ldc, Vt, lv, C, n, C, false);
   }
 }
 
@@ -499,8 +584,8 @@ __global__ void __launch_bounds__(delta_threads) delta_output_kernel(const delta
     Qg[i * lk + e % K] = p.qn[o.ck + e] * recs[i].r * __expf(G[i]);
   }
   __syncthreads();
-  tile_mma<row_major_t, row_major_t>(O, lo, Qg, lk, p.hbuf + o.kv + j0, V, C, n, K, false);      // diag(e^G) Q S
-  tile_mma<row_major_t, row_major_t>(O, lo, p.A + o.cc, C, p.Vn + o.cv + j0, V, C, n, C, true);  // + A Vn
+  tile_mma_f32<Dev, row_major_t, row_major_t>(O, lo, Qg, lk, p.hbuf + o.kv + j0, V, C, n, K, false);      // diag(e^G) Q S
+  tile_mma_f32<Dev, row_major_t, row_major_t>(O, lo, p.A + o.cc, C, p.Vn + o.cv + j0, V, C, n, C, true);  // + A Vn
   __syncthreads();
   for (int e = tid; e < C * TV; e += nt) {
     const int i = e / TV, jj = e % TV;
@@ -718,7 +803,7 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
   __syncthreads();
 
   // S' = e^{G_C} S + Kdᵀ Vn:  dKd = Vn Dᵀ, c_i = ⟨dKd_i, Kd_i⟩, dG_C += Σ c_i + e^{G_C} ⟨D, S⟩
-  gemm_abt_staged(dK, lk, Vn, V, Dx, V, C, K, V, false, Y);
+  gemm_abt_staged<Dev>(dK, lk, Vn, V, Dx, V, C, K, V, false, Y);
   float part = 0.f;
   for (index_t e = tid; e < static_cast<index_t>(K) * V; e += nt) part = fmaf(Dx[e], S[e], part);
   red[tid] = part;
@@ -743,8 +828,8 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
 
   // O = diag(e^G) Q S + A Vn
   if (any_r) {
-    gemm_abt_staged(X, ldc, dO, V, Vn, V, C, C, V, false, Y);  // dA = dO Vnᵀ
-    gemm_abt_staged(ws1, K, dO, V, S, V, C, K, V, false, Y);   // dQg = dO Sᵀ
+    gemm_abt_staged<Dev>(X, ldc, dO, V, Vn, V, C, C, V, false, Y);  // dA = dO Vnᵀ
+    gemm_abt_staged<Dev>(ws1, K, dO, V, S, V, C, K, V, false, Y);   // dQg = dO Sᵀ
     __syncthreads();
     for (int e = tid; e < C * C; e += nt) {
       const int i = e / C, j = e % C;
@@ -761,8 +846,8 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
       X[i * ldc + j] = j <= i ? X[i * ldc + j] * __expf(G[i] - G[j]) : 0.f;  // P = lower_incl(dA) ⊙ Γ
     }
     __syncthreads();
-    tile_mma<row_major_t, row_major_t>(dQ, lk, X, ldc, Kn, lk, C, K, C, false);  // dQ = P K̂
-    tile_mma<col_major_t, row_major_t>(dK, lk, X, ldc, Qs, lk, C, K, C, true);   // dK += Pᵀ Q
+    tile_mma_f32<Dev, row_major_t, row_major_t>(dQ, lk, X, ldc, Kn, lk, C, K, C, false);  // dQ = P K̂
+    tile_mma_f32<Dev, col_major_t, row_major_t>(dK, lk, X, ldc, Qs, lk, C, K, C, true);   // dK += Pᵀ Q
     __syncthreads();
     for (int i = warp; i < C; i += nwarps) {
       const float e = __expf(G[i]);
@@ -779,10 +864,10 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
   __syncthreads();
 
   // Vn = U − W S:  dU = dVn, dW = −dVn Sᵀ;  [dB_U | dB_W] = Tᵀ [dU | dW]
-  gemm_abt_staged(ws1, K, dVn, V, S, V, C, K, V, false, Y);  // −dW
-  tile_mma<col_major_t, row_major_t>(ws3, V, Tm, ldc, dVn, V, C, V, C, false);  // dB_U
+  gemm_abt_staged<Dev>(ws1, K, dVn, V, S, V, C, K, V, false, Y);  // −dW
+  tile_mma_f32<Dev, col_major_t, row_major_t>(ws3, V, Tm, ldc, dVn, V, C, V, C, false);  // dB_U
   __syncthreads();
-  tile_mma<col_major_t, row_major_t>(ws2, K, Tm, ldc, ws1, K, C, K, C, false);  // −dB_W
+  tile_mma_f32<Dev, col_major_t, row_major_t>(ws2, K, Tm, ldc, ws1, K, C, K, C, false);  // −dB_W
   __syncthreads();
   for (int i = warp; i < C; i += nwarps) {
     const chunk_record& r = recs[i];
@@ -805,9 +890,9 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
     if (lane == 0) db[i] += vb + e * kb, dG[i] += be * kb;
   }
   // L = I + diag(b) Mg:  dL = −[dB_U | dB_W] [U | W]ᵀ = ws2 Wᵀ − ws3 Uᵀ
-  gemm_abt_staged(X, ldc, ws3, V, U, V, C, C, V, false, Tm);  // (T is used up)
-  gemm_abt_staged(Y, ldc, ws2, K, W, K, C, C, K, false, Tm);
-  tile_mma<row_major_t, col_major_t>(Am, ldc, Kn, lk, Kn, lk, C, C, K, false);  // K̂ K̂ᵀ (A is used up)
+  gemm_abt_staged<Dev>(X, ldc, ws3, V, U, V, C, C, V, false, Tm);  // (T is used up)
+  gemm_abt_staged<Dev>(Y, ldc, ws2, K, W, K, C, C, K, false, Tm);
+  tile_mma_f32<Dev, row_major_t, col_major_t>(Am, ldc, Kn, lk, Kn, lk, C, C, K, false);  // K̂ K̂ᵀ (A is used up)
   __syncthreads();
   for (int e = tid; e < C * C; e += nt) {
     const int i = e / C, j = e % C;
@@ -827,9 +912,9 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
     for (int j = 0; j < C; ++j) rx += X[tid * ldc + j], ry += Y[tid * ldc + j], cy += Y[j * ldc + tid];
     db[tid] += rx, dG[tid] += ry - cy;
   }
-  tile_mma<row_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true);  // dK += dM K̂
+  tile_mma_f32<Dev, row_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true);  // dK += dM K̂
   __syncthreads();
-  tile_mma<col_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true);  // dK += dMᵀ K̂
+  tile_mma_f32<Dev, col_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true);  // dK += dMᵀ K̂
   if (tid == 0) {
     dG[C - 1] += dGl;
     float acc = 0.f;  // dg_i = Σ_{j ≥ i} dG_j

@@ -136,6 +136,99 @@ __device__ __forceinline__ void tile_mma2(float* C, int ldc, const Op1* A1, int 
   tile_mma2x<LA, LB, LA, LB>(C, ldc, A1, lda1, B1, ldb1, K1, A2, lda2, B2, ldb2, K2, M, N);
 }
 
+//! Split-bf16 products of fp32 operands on tensor cores (the "bf16x3" scheme): each fp32 operand x is
+//! written as hi + lo with hi = bf16(x), lo = bf16(x − hi), and A·B ≈ A_lo·B_hi + A_hi·B_lo + A_hi·B_hi
+//! by mma.sync m16n8k16 (bf16 operands, fp32 accumulators; the bf16 products are exact in fp32). The
+//! dropped A_lo·B_lo and the residual x − hi − lo are below 2⁻¹⁷|x|, so each product term is within
+//! about 1e-5 of its fp32 value: near-fp32 results at tensor-core speed, for the backward of bf16
+//! inputs (never for fp32 inputs: those stay exact fp32, issue 4).
+namespace x3_detail {
+//! (x0, x1) → bf16 pairs hi (round to nearest even) and lo = bf16(x − hi), the lower index in the low half.
+__device__ __forceinline__ void split2(float x0, float x1, unsigned& hi, unsigned& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  const float2 hf = __bfloat1622float2(h);
+  const __nv_bfloat162 l = __floats2bfloat162_rn(x0 - hf.x, x1 - hf.y);
+  hi = *reinterpret_cast<const unsigned*>(&h);
+  lo = *reinterpret_cast<const unsigned*>(&l);
+}
+//! d += a·b, one m16n8k16 bf16 product (PTX fragment layouts: a rows g, g + 8 and columns 2t, 2t + 1,
+//! + 8; b rows 2t, 2t + 1, + 8 and column g; d rows g, g + 8 and columns 2t, 2t + 1; g = lane / 4, t = lane % 4).
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+}  // namespace x3_detail
+
+//! C[M×N] (row-major, ldc) = (accumulate ? C : 0) + A·B with fp32 operands (shared or global memory,
+//! layouts as tile_mma) by the split-bf16 scheme above. M, N, Kd multiples of 16; no alignment
+//! needed. Each warp owns whole 16×16 output tiles (the same tiles, and the same lanes for each
+//! element, on every call of the same shape). Whole block; no barrier inside.
+template <class LA, class LB>
+__device__ __forceinline__ void tile_mma_x3(float* C, int ldc, const float* A, int lda, const float* B, int ldb, int M, int N,
+                                            int Kd, bool accumulate) {
+  using x3_detail::split2;
+  using x3_detail::mma_bf16_16816;
+  const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int tn = N / 16, tiles = (M / 16) * tn;
+  auto a = [&](int i, int k) { return A[tile_index<LA>(i, k, lda)]; };
+  auto b = [&](int k, int j) { return B[tile_index<LB>(k, j, ldb)]; };
+  for (int tile = warp; tile < tiles; tile += nwarps) {
+    const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+    float d[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = j0 + 8 * h + t2;
+      float* c0 = C + (i0 + g) * ldc + j;
+      float* c1 = C + (i0 + g + 8) * ldc + j;
+      d[h][0] = accumulate ? c0[0] : 0.f, d[h][1] = accumulate ? c0[1] : 0.f;
+      d[h][2] = accumulate ? c1[0] : 0.f, d[h][3] = accumulate ? c1[1] : 0.f;
+    }
+    for (int k0 = 0; k0 < Kd; k0 += 16) {
+      unsigned ah[4], al[4];
+      split2(a(i0 + g, k0 + t2), a(i0 + g, k0 + t2 + 1), ah[0], al[0]);
+      split2(a(i0 + g + 8, k0 + t2), a(i0 + g + 8, k0 + t2 + 1), ah[1], al[1]);
+      split2(a(i0 + g, k0 + t2 + 8), a(i0 + g, k0 + t2 + 9), ah[2], al[2]);
+      split2(a(i0 + g + 8, k0 + t2 + 8), a(i0 + g + 8, k0 + t2 + 9), ah[3], al[3]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j = j0 + 8 * h + g;
+        unsigned bh[2], bl[2];
+        split2(b(k0 + t2, j), b(k0 + t2 + 1, j), bh[0], bl[0]);
+        split2(b(k0 + t2 + 8, j), b(k0 + t2 + 9, j), bh[1], bl[1]);
+        mma_bf16_16816(d[h], al, bh);
+        mma_bf16_16816(d[h], ah, bl);
+        mma_bf16_16816(d[h], ah, bh);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = j0 + 8 * h + t2;
+      float* c0 = C + (i0 + g) * ldc + j;
+      float* c1 = C + (i0 + g + 8) * ldc + j;
+      c0[0] = d[h][0], c0[1] = d[h][1], c1[0] = d[h][2], c1[1] = d[h][3];
+    }
+  }
+}
+
+//! tile_mma on fp32 operands for a kernel whose inputs have element type Dev: for bf16 inputs the
+//! split-bf16 tensor-core products (tile_mma_x3) where M, N and Kd are multiples of 16; otherwise, and
+//! for every other input type, tile_mma's exact fp32. (A kernel's calls of one shape always take the
+//! same branch, so element ownership is stable across its calls.)
+template <class Dev, class LA, class LB>
+__device__ __forceinline__ void tile_mma_f32(float* C, int ldc, const float* A, int lda, const float* B, int ldb, int M, int N,
+                                             int Kd, bool accumulate) {
+  if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
+    if (((M | N | Kd) & 15) == 0) {
+      tile_mma_x3<LA, LB>(C, ldc, A, lda, B, ldb, M, N, Kd, accumulate);
+      return;
+    }
+  }
+  tile_mma<LA, LB>(C, ldc, A, lda, B, ldb, M, N, Kd, accumulate);
+}
+
 //! Operand element type for input element type Dev: the tensor-core types stay, fp32 stays fp32.
 template <class Dev>
 using operand_t = Dev;
