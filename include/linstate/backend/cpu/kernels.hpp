@@ -154,9 +154,10 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
       }
     } else {
       load(src.k + (t * H + tg.h) * K, k, K, cw);
-      if constexpr (decay_key<D>) {
-        const Scalar* gp = src.g + (t * HV + tg.hv) * K;
-        for (index_t a = 0; a < K; ++a) g[a] = std::exp(detail::to_float(gp[a]));
+      if constexpr (decay_key<D>) {  // e^{g}, vectorised (Eigen's exp: K std::exp calls cost as much as the update)
+        load(src.g + (t * HV + tg.hv) * K, g, K);
+        Eigen::Map<Eigen::ArrayXf> ga(g, K);
+        ga = ga.exp();
       } else if constexpr (decay_head<D>) {
         const float e = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
         std::fill(g, g + K, e);
