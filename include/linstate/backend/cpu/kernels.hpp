@@ -399,10 +399,10 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
 //! Unwritten steps have β̃ = 0 and g = 0 (so u = 0 and no decay); a chunk without writes leaves the
 //! state untouched.
 struct delta_scratch {
-  RowMat Q, Kc, Vc, L, A, RHS, Vn, O;
+  RowMat Q, Kc, Vc, L, A, Gam, RHS, Vn, O;
   std::vector<float> G, beta;
   void reserve(index_t C, index_t K, index_t V) {
-    Q.resize(C, K), Kc.resize(C, K), Vc.resize(C, V), L.resize(C, C), A.resize(C, C), RHS.resize(C, V + K);
+    Q.resize(C, K), Kc.resize(C, K), Vc.resize(C, V), L.resize(C, C), A.resize(C, C), Gam.resize(C, C), RHS.resize(C, V + K);
     Vn.resize(C, V), O.resize(C, V), G.resize(static_cast<std::size_t>(C)), beta.resize(static_cast<std::size_t>(C));
   }
 };
@@ -464,9 +464,13 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     // L = I + strict_lower(diag(β) K Kᵀ ⊙ Γ)
     L.noalias() = Kc * Kc.transpose();
     LINSTATE_PHASE(gemm);
+    // Γ_ij = e^{G_i − G_j} for j ≤ i (each ≤ 1), for both masks: one vectorised exponential per row
+    auto Gam = sc.Gam.topLeftCorner(m, m);
+    const Eigen::Map<const Eigen::Array<float, 1, Eigen::Dynamic>> Grow(G, m);
+    for (index_t i = 0; i < m; ++i) Gam.row(i).head(i + 1).array() = (G[i] - Grow.head(i + 1)).exp();
     for (index_t i = 0; i < m; ++i) {
       const float bi = sc.beta[static_cast<std::size_t>(i)];
-      for (index_t j = 0; j < i; ++j) L(i, j) *= bi * std::exp(G[i] - G[j]);
+      L.row(i).head(i).array() *= bi * Gam.row(i).head(i).array();
     }
     // RHS = [diag(β) V | diag(β) (K ⊙ e^{G})]
     for (index_t i = 0; i < m; ++i) {
@@ -484,8 +488,8 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
       A.noalias() = Q * Kc.transpose();
       LINSTATE_PHASE(gemm);
       for (index_t i = 0; i < m; ++i) {
-        for (index_t j = 0; j <= i; ++j) A(i, j) *= std::exp(G[i] - G[j]);
-        for (index_t j = i + 1; j < m; ++j) A(i, j) = 0.f;
+        A.row(i).head(i + 1).array() *= Gam.row(i).head(i + 1).array();
+        A.row(i).tail(m - i - 1).setZero();
       }
       for (index_t i = 0; i < m; ++i) Q.row(i) *= std::exp(G[i]);
       LINSTATE_PHASE(exps);
