@@ -226,13 +226,16 @@ inline bool load_log_decay(const Scalar* g_row, float* __restrict dst, index_t K
 inline constexpr float single_gemm_span = 40.f;
 inline constexpr index_t sub_chunk = 16;
 
-//! o_acc[token] += O.row(i) for the steps c0 + i of a chunk that read the partition.
+//! o_acc[token] += O.row(i) for the steps c0 + i of a chunk that read the partition; the accumulator's
+//! rows lie `stride` floats apart (V: one head's accumulator; more: rows of several heads interleaved).
 template <int = 0>  // a template, so that a TU that never calls it does not instantiate it
-inline void add_read_rows(const stream& st, index_t c0, index_t m, const RowMat& O, const target& tg, index_t V) {
+inline void add_read_rows(const stream& st, index_t c0, index_t m, const RowMat& O, const target& tg, index_t V,
+                          index_t stride = 0) {
+  if (stride == 0) stride = V;
   for (index_t i = 0; i < m; ++i) {
     const index_t s = c0 + i;
     if (!(st.flag(s) & detail::route_read)) continue;
-    float* __restrict o = tg.o_acc + (st.tok(s) - tg.tok0) * V;
+    float* __restrict o = tg.o_acc + (st.tok(s) - tg.tok0) * stride;
     const float* __restrict src = O.row(i).data();
     for (index_t j = 0; j < V; ++j) o[j] += src[j];
   }
