@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <linstate/backend/cpu/gemm.hpp>
@@ -54,7 +55,8 @@ void check(index_t m, index_t n, index_t k, bool transposed, std::mt19937& rng) 
 }  // namespace
 
 TEST_CASE("gemm::product against an fp64 loop (every tile remainder, modes, transposed A)") {
-  MESSAGE("AVX2 kernel: " << (LINSTATE_GEMM_AVX2 ? "yes" : "no (plain loop)"));
+  const std::string kernel = LINSTATE_GEMM_AVX2 ? "yes" : "no (plain loop)";
+  MESSAGE("AVX2 kernel: " << kernel);
   std::mt19937 rng(11);
   for (index_t m : {1, 2, 3, 4, 5, 6, 7, 12, 13, 64})
     for (index_t n : {1, 7, 8, 9, 16, 17, 24, 31, 64, 130})

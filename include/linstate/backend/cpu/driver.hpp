@@ -84,6 +84,12 @@ struct acc_buffer {
     std::vector<float> v;
   };
   std::vector<float> own;
+  //! Sizes this thread's kept buffer for n floats now (every thread of a team at the start of the region,
+  //! whether or not the schedule gives it a task on this call: else a thread's first task on a later call
+  //! would allocate).
+  static void reserve(std::size_t n) {
+    if (n <= small) thread_scratch<kept>().v.reserve(n);
+  }
   float* zeros(std::size_t n) {
     std::vector<float>& b = n <= small ? thread_scratch<kept>().v : own;
     b.assign(n, 0.f);
@@ -162,6 +168,9 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
   // [len, heads of the block, V] (a token's rows side by side, as in o), in the same order over the
   // partitions as the task-per-head loop, so the same values.
   const bool lockstep_multi = !generic && chunk > 0 && !lockstep;
+  index_t longest = 0;  // the longest sequence (the task loop's accumulator holds one)
+  for (index_t s = 0; s < S; ++s)
+    longest = std::max(longest, pb.seq[static_cast<std::size_t>(s + 1)] - pb.seq[static_cast<std::size_t>(s)]);
 
 #if LINSTATE_HAS_OPENMP
 #pragma omp parallel num_threads(nthreads) if (parallel)
@@ -181,6 +190,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
     else csc.reserve(chunk, K, V);
     acc_buffer o_acc;
+    if (!lockstep && !lockstep_multi) acc_buffer::reserve(static_cast<std::size_t>(longest * V));
     if (lockstep_multi) {
       if constexpr (!generic) {
 #if LINSTATE_HAS_OPENMP
