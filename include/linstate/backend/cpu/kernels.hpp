@@ -87,7 +87,11 @@ inline void l2normalize(float* x, index_t n) {
 
 //! Per-thread scratch of the recurrent kernel (sized once per task, never per token).
 struct recurrent_scratch {
-  std::vector<float> q, k, g, v, hk, u;
+  std::vector<float> q, k, v, hk, u;
+  // e^{g}: aligned to Eigen's packet alignment, so that its vectorised exp (which starts with scalar
+  // steps up to the first aligned element) treats every element alike whichever thread's buffer it is:
+  // the results would otherwise depend, by an ulp, on which thread ran the task.
+  std::vector<float, Eigen::aligned_allocator<float>> g;
   void reserve(index_t K, index_t V) {
     q.resize(static_cast<std::size_t>(K)), k.resize(static_cast<std::size_t>(K)), g.resize(static_cast<std::size_t>(K));
     v.resize(static_cast<std::size_t>(V)), hk.resize(static_cast<std::size_t>(V)), u.resize(static_cast<std::size_t>(V));
