@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <string>
 #include <vector>
 
 #include <linstate/linstate.hpp>
@@ -114,7 +115,8 @@ void check_decode(index_t B, int threads) {
 }  // namespace
 
 TEST_CASE("decode steps allocate nothing on the heap (operator new" "/malloc counted)") {
-  MESSAGE("malloc counted too: " << (LINSTATE_COUNT_MALLOC ? "yes" : "no (operator new only)"));
+  const std::string counted = LINSTATE_COUNT_MALLOC ? "yes" : "no (operator new only)";
+  MESSAGE("malloc counted too: " << counted);
   for (int threads : {1, 2})
     for (index_t B : {1, 16}) {
       check_decode<gla>(B, threads);

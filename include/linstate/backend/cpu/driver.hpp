@@ -84,6 +84,12 @@ struct acc_buffer {
     std::vector<float> v;
   };
   std::vector<float> own;
+  //! Sizes this thread's kept buffer for n floats now (every thread of a team at the start of the region,
+  //! whether or not the schedule gives it a task on this call: else a thread's first task on a later call
+  //! would allocate).
+  static void reserve(std::size_t n) {
+    if (n <= small) thread_scratch<kept>().v.reserve(n);
+  }
   float* zeros(std::size_t n) {
     std::vector<float>& b = n <= small ? thread_scratch<kept>().v : own;
     b.assign(n, 0.f);
@@ -156,6 +162,15 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
   // row, which comes from exactly one chunk, is written straight into `o` (no fp32 accumulator). The
   // same operations on the same values as run_chunked, in another order across heads only.
   const bool lockstep = !generic && chunk > 0 && P == 1 && !routed;
+  // Several partitions (SSE: the shared one and the routed ones, whose streams are the same for every
+  // head, as the router decides per token), chunked: the same lockstep over a block of value heads,
+  // partition after partition; the output rows of the block's heads are summed in one fp32 accumulator
+  // [len, heads of the block, V] (a token's rows side by side, as in o), in the same order over the
+  // partitions as the task-per-head loop, so the same values.
+  const bool lockstep_multi = !generic && chunk > 0 && !lockstep;
+  index_t longest = 0;  // the longest sequence (the task loop's accumulator holds one)
+  for (index_t s = 0; s < S; ++s)
+    longest = std::max(longest, pb.seq[static_cast<std::size_t>(s + 1)] - pb.seq[static_cast<std::size_t>(s)]);
 
 #if LINSTATE_HAS_OPENMP
 #pragma omp parallel num_threads(nthreads) if (parallel)
@@ -175,7 +190,50 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
     else csc.reserve(chunk, K, V);
     acc_buffer o_acc;
-    if (lockstep) {
+    if (!lockstep && !lockstep_multi) acc_buffer::reserve(static_cast<std::size_t>(longest * V));
+    if (lockstep_multi) {
+      if constexpr (!generic) {
+#if LINSTATE_HAS_OPENMP
+        const index_t team = omp_get_num_threads();
+#else
+        const index_t team = 1;
+#endif
+        const index_t blocks = std::min<index_t>(HV, team);  // head blocks per sequence
+#if LINSTATE_HAS_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (index_t job = 0; job < S * blocks; ++job) {
+          const index_t s = job / blocks, b = job % blocks;
+          const index_t hv0 = HV * b / blocks, hv1 = HV * (b + 1) / blocks, nb = hv1 - hv0;
+          const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
+          const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
+          if (len == 0) continue;
+          float* const acc = o_acc.zeros(static_cast<std::size_t>(len * nb * V));
+          for (index_t p = 0; p < P; ++p) {
+            const bool is_shared = pb.shared && p == 0;
+            const source<Scalar>& src = is_shared ? shared_src : main_src;
+            const stream st = partition_stream(pb, s, p, routed, rs);
+            for (index_t c0 = 0; c0 < st.n; c0 += chunk)
+              for (index_t hv = hv0; hv < hv1; ++hv) {
+                const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, acc + (hv - hv0) * V, tok0};
+                bool any_r;
+                if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, src, st, tg, c0, chunk, dsc);
+                else any_r = chunk_step<D>(pb, src, st, tg, c0, chunk, csc);
+                if (!any_r) continue;
+                LINSTATE_PHASE_START;
+                add_read_rows(st, c0, std::min(chunk, st.n - c0), is_delta<D> ? dsc.O : csc.O, tg, V, nb * V);
+                LINSTATE_PHASE(store);
+              }
+          }
+          for (index_t t = 0; t < len; ++t)
+            for (index_t hv = hv0; hv < hv1; ++hv) {
+              Scalar* dst = o + ((tok0 + t) * HV + hv) * V;
+              const float* a = acc + (t * nb + hv - hv0) * V;
+              for (index_t j = 0; j < V; ++j) dst[j] = detail::from_float<Scalar>(a[j]);
+            }
+        }
+      }
+    } else if (lockstep) {
       if constexpr (!generic) {
 #if LINSTATE_HAS_OPENMP
         const index_t team = omp_get_num_threads();

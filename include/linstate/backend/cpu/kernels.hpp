@@ -19,6 +19,7 @@
 #include "../../detail/phase_timer.hpp"
 #include "../../detail/problem.hpp"
 #include "../../detail/router.hpp"
+#include "gemm.hpp"
 
 namespace linstate::cpu_detail {
 
@@ -86,7 +87,11 @@ inline void l2normalize(float* x, index_t n) {
 
 //! Per-thread scratch of the recurrent kernel (sized once per task, never per token).
 struct recurrent_scratch {
-  std::vector<float> q, k, g, v, hk, u;
+  std::vector<float> q, k, v, hk, u;
+  // e^{g}: aligned to Eigen's packet alignment, so that its vectorised exp (which starts with scalar
+  // steps up to the first aligned element) treats every element alike whichever thread's buffer it is:
+  // the results would otherwise depend, by an ulp, on which thread ran the task.
+  std::vector<float, Eigen::aligned_allocator<float>> g;
   void reserve(index_t K, index_t V) {
     q.resize(static_cast<std::size_t>(K)), k.resize(static_cast<std::size_t>(K)), g.resize(static_cast<std::size_t>(K));
     v.resize(static_cast<std::size_t>(V)), hk.resize(static_cast<std::size_t>(V)), u.resize(static_cast<std::size_t>(V));
@@ -154,9 +159,10 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
       }
     } else {
       load(src.k + (t * H + tg.h) * K, k, K, cw);
-      if constexpr (decay_key<D>) {
-        const Scalar* gp = src.g + (t * HV + tg.hv) * K;
-        for (index_t a = 0; a < K; ++a) g[a] = std::exp(detail::to_float(gp[a]));
+      if constexpr (decay_key<D>) {  // e^{g}, vectorised (Eigen's exp: K std::exp calls cost as much as the update)
+        load(src.g + (t * HV + tg.hv) * K, g, K);
+        Eigen::Map<Eigen::ArrayXf> ga(g, K);
+        ga = ga.exp();
       } else if constexpr (decay_head<D>) {
         const float e = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
         std::fill(g, g + K, e);
@@ -189,12 +195,13 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
 
 //! Per-thread scratch of the chunked kernel.
 struct chunk_scratch {
-  RowMat Q, Kc, G, Vc, E, Einv, A, O, Kd;
+  RowMat Q, Kc, G, Vc, E, Einv, A, O, Kd, EinvT;
   RowVec gamma, egamma;
   std::vector<double> gsum;  // [K] the running sum Γ of the current chunk, in fp64 (see chunk_log_decays)
   void reserve(index_t C, index_t K, index_t V) {
     Q.resize(C, K), Kc.resize(C, K), G.resize(C, K), Vc.resize(C, V), E.resize(C, K), Einv.resize(C, K);
     A.resize(C, C), O.resize(C, V), Kd.resize(C, K), gamma.resize(K), egamma.resize(K);
+    if (LINSTATE_GEMM_AVX2) EinvT.resize(K, C);
     gsum.resize(static_cast<std::size_t>(K));
   }
 };
@@ -225,13 +232,16 @@ inline bool load_log_decay(const Scalar* g_row, float* __restrict dst, index_t K
 inline constexpr float single_gemm_span = 40.f;
 inline constexpr index_t sub_chunk = 16;
 
-//! o_acc[token] += O.row(i) for the steps c0 + i of a chunk that read the partition.
+//! o_acc[token] += O.row(i) for the steps c0 + i of a chunk that read the partition; the accumulator's
+//! rows lie `stride` floats apart (V: one head's accumulator; more: rows of several heads interleaved).
 template <int = 0>  // a template, so that a TU that never calls it does not instantiate it
-inline void add_read_rows(const stream& st, index_t c0, index_t m, const RowMat& O, const target& tg, index_t V) {
+inline void add_read_rows(const stream& st, index_t c0, index_t m, const RowMat& O, const target& tg, index_t V,
+                          index_t stride = 0) {
+  if (stride == 0) stride = V;
   for (index_t i = 0; i < m; ++i) {
     const index_t s = c0 + i;
     if (!(st.flag(s) & detail::route_read)) continue;
-    float* __restrict o = tg.o_acc + (st.tok(s) - tg.tok0) * V;
+    float* __restrict o = tg.o_acc + (st.tok(s) - tg.tok0) * stride;
     const float* __restrict src = O.row(i).data();
     for (index_t j = 0; j < V; ++j) o[j] += src[j];
   }
@@ -341,15 +351,32 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       auto Qg = sc.Kd.topRows(m);  // reuse Kd's storage for Q ⊙ e^{Γ}
       Qg = Q.cwiseProduct(E);
       LINSTATE_PHASE(exps);
+#if LINSTATE_GEMM_AVX2  // gemm.hpp: the products by hand on AVX2 (C += / = A·B, A through strides)
+      gemm::product<gemm::set>(m, V, K, Qg.data(), Qg.outerStride(), 1, Hm.data(), V, O.data(), O.outerStride());
+#else
       O.noalias() = Qg * Hm;
+#endif
       LINSTATE_PHASE(gemm);
       if (any_w) {
-        if (one_gemm) A.noalias() = Qg * Einv.transpose();
-        else intra_subchunked(Q, Kc, G, A, m);
+        if (one_gemm) {
+#if LINSTATE_GEMM_AVX2
+          sc.EinvT.leftCols(m) = Einv.transpose();
+          gemm::product<gemm::set>(m, m, K, Qg.data(), Qg.outerStride(), 1, sc.EinvT.data(), sc.EinvT.outerStride(),
+                                   A.data(), A.outerStride());
+#else
+          A.noalias() = Qg * Einv.transpose();
+#endif
+        } else {
+          intra_subchunked(Q, Kc, G, A, m);
+        }
         LINSTATE_PHASE(gemm);
         A.template triangularView<Eigen::StrictlyUpper>().setZero();
         LINSTATE_PHASE(other);
+#if LINSTATE_GEMM_AVX2
+        gemm::product<gemm::add>(m, V, m, A.data(), A.outerStride(), 1, Vc.data(), Vc.outerStride(), O.data(), O.outerStride());
+#else
         O.noalias() += A * Vc;
+#endif
         LINSTATE_PHASE(gemm);
       }
     }
@@ -362,7 +389,11 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       LINSTATE_PHASE(exps);
       for (index_t a = 0; a < K; ++a) Hm.row(a) *= sc.egamma(a);
       LINSTATE_PHASE(other);
+#if LINSTATE_GEMM_AVX2
+      gemm::product<gemm::add>(K, V, m, Kd.data(), 1, Kd.outerStride(), Vc.data(), Vc.outerStride(), Hm.data(), V);
+#else
       Hm.noalias() += Kd.transpose() * Vc;
+#endif
       LINSTATE_PHASE(gemm);
     }
   }
@@ -398,11 +429,12 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
 //! Unwritten steps have β̃ = 0 and g = 0 (so u = 0 and no decay); a chunk without writes leaves the
 //! state untouched.
 struct delta_scratch {
-  RowMat Q, Kc, Vc, L, A, RHS, Vn, O;
+  RowMat Q, Kc, Vc, L, A, Gam, RHS, Vn, O, KcT;
   std::vector<float> G, beta;
   void reserve(index_t C, index_t K, index_t V) {
-    Q.resize(C, K), Kc.resize(C, K), Vc.resize(C, V), L.resize(C, C), A.resize(C, C), RHS.resize(C, V + K);
+    Q.resize(C, K), Kc.resize(C, K), Vc.resize(C, V), L.resize(C, C), A.resize(C, C), Gam.resize(C, C), RHS.resize(C, V + K);
     Vn.resize(C, V), O.resize(C, V), G.resize(static_cast<std::size_t>(C)), beta.resize(static_cast<std::size_t>(C));
+    if (LINSTATE_GEMM_AVX2) KcT.resize(K, C);
   }
 };
 
@@ -452,8 +484,22 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
   auto Kc = sc.Kc.topRows(m);
   auto O = sc.O.topRows(m);
   const float* G = sc.G.data();
+  // gemm.hpp's products on AVX2 (Eigen's elsewhere): C = / += / −= A·B, A through strides
+#if LINSTATE_GEMM_AVX2
+  auto mul = [](auto md, index_t mm, index_t nn, index_t kk, const float* a, index_t rsa, index_t csa, const float* b,
+                index_t ldb, float* c, index_t ldc) {
+    gemm::product<decltype(md)::value>(mm, nn, kk, a, rsa, csa, b, ldb, c, ldc);
+  };
+  using set_t = std::integral_constant<int, gemm::set>;
+  using add_t = std::integral_constant<int, gemm::add>;
+  using sub_t = std::integral_constant<int, gemm::sub>;
+#endif
   if (!any_w) {  // read only: o = (Q ⊙ e^{G}) S — no decay applies (g frozen), so G ≡ 0
+#if LINSTATE_GEMM_AVX2
+    mul(set_t{}, m, V, K, Q.data(), Q.outerStride(), 1, Sm.data(), V, O.data(), O.outerStride());
+#else
     O.noalias() = Q * Sm;
+#endif
   } else {
     auto Vc = sc.Vc.topRows(m);
     auto L = sc.L.topLeftCorner(m, m);
@@ -461,11 +507,20 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     auto RHS = sc.RHS.topLeftCorner(m, V + K);
     auto Vn = sc.Vn.topRows(m);
     // L = I + strict_lower(diag(β) K Kᵀ ⊙ Γ)
+#if LINSTATE_GEMM_AVX2
+    sc.KcT.leftCols(m) = Kc.transpose();
+    mul(set_t{}, m, m, K, Kc.data(), Kc.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(), L.data(), L.outerStride());
+#else
     L.noalias() = Kc * Kc.transpose();
+#endif
     LINSTATE_PHASE(gemm);
+    // Γ_ij = e^{G_i − G_j} for j ≤ i (each ≤ 1), for both masks: one vectorised exponential per row
+    auto Gam = sc.Gam.topLeftCorner(m, m);
+    const Eigen::Map<const Eigen::Array<float, 1, Eigen::Dynamic>> Grow(G, m);
+    for (index_t i = 0; i < m; ++i) Gam.row(i).head(i + 1).array() = (G[i] - Grow.head(i + 1)).exp();
     for (index_t i = 0; i < m; ++i) {
       const float bi = sc.beta[static_cast<std::size_t>(i)];
-      for (index_t j = 0; j < i; ++j) L(i, j) *= bi * std::exp(G[i] - G[j]);
+      L.row(i).head(i).array() *= bi * Gam.row(i).head(i).array();
     }
     // RHS = [diag(β) V | diag(β) (K ⊙ e^{G})]
     for (index_t i = 0; i < m; ++i) {
@@ -477,26 +532,43 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     L.template triangularView<Eigen::UnitLower>().solveInPlace(RHS);
     LINSTATE_PHASE(solve);
     Vn.noalias() = RHS.leftCols(V);                  // U
-    Vn.noalias() -= RHS.rightCols(K) * Sm;           // V_new = U − W S
+#if LINSTATE_GEMM_AVX2                               // V_new = U − W S
+    mul(sub_t{}, m, V, K, RHS.data() + V, RHS.outerStride(), 1, Sm.data(), V, Vn.data(), Vn.outerStride());
+#else
+    Vn.noalias() -= RHS.rightCols(K) * Sm;
+#endif
     LINSTATE_PHASE(gemm);
     if (any_r) {
+#if LINSTATE_GEMM_AVX2
+      mul(set_t{}, m, m, K, Q.data(), Q.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(), A.data(), A.outerStride());
+#else
       A.noalias() = Q * Kc.transpose();
+#endif
       LINSTATE_PHASE(gemm);
       for (index_t i = 0; i < m; ++i) {
-        for (index_t j = 0; j <= i; ++j) A(i, j) *= std::exp(G[i] - G[j]);
-        for (index_t j = i + 1; j < m; ++j) A(i, j) = 0.f;
+        A.row(i).head(i + 1).array() *= Gam.row(i).head(i + 1).array();
+        A.row(i).tail(m - i - 1).setZero();
       }
       for (index_t i = 0; i < m; ++i) Q.row(i) *= std::exp(G[i]);
       LINSTATE_PHASE(exps);
+#if LINSTATE_GEMM_AVX2
+      mul(set_t{}, m, V, K, Q.data(), Q.outerStride(), 1, Sm.data(), V, O.data(), O.outerStride());
+      mul(add_t{}, m, V, m, A.data(), A.outerStride(), 1, Vn.data(), Vn.outerStride(), O.data(), O.outerStride());
+#else
       O.noalias() = Q * Sm;
       O.noalias() += A * Vn;
+#endif
       LINSTATE_PHASE(gemm);
     }
     const float glast = G[m - 1];
     for (index_t i = 0; i < m; ++i) Kc.row(i) *= std::exp(glast - G[i]);
     Sm *= std::exp(glast);
     LINSTATE_PHASE(exps);
+#if LINSTATE_GEMM_AVX2
+    mul(add_t{}, K, V, m, Kc.data(), 1, Kc.outerStride(), Vn.data(), Vn.outerStride(), Sm.data(), V);
+#else
     Sm.noalias() += Kc.transpose() * Vn;
+#endif
     LINSTATE_PHASE(gemm);
   }
   return any_r;

@@ -1,0 +1,123 @@
+// linstate/backend/cpu/gemm.hpp — the chunked kernels' small matrix products on AVX2 + FMA CPUs.
+//
+// C (m×n, row-major, row stride ldc) = A·B, += A·B or −= A·B, where A (m×k) is read through strides
+// (element (i, p) at a[i·rsa + p·csa], so Aᵀ of a row-major matrix costs nothing) and B (k×n) is
+// row-major (row stride ldb). fp32 multiply-adds throughout (no lower precision anywhere).
+//
+// Why: at the chunk's shapes (64×128 by 128×128, 64×64 by 64×128, …) Eigen 3.4's product reaches
+// ~37 % of the FMA peak on an AVX2 Zen 3 core (docs/benchmarks.md, "Issue 13", this session), where the
+// products are ~60 % of the chunked forward. The register tile here is 6 rows × 16 columns (12 ymm
+// accumulators, two B loads and six broadcasts per step of k), no packing: the operands of a chunk
+// are in L1/L2 already. Used only where the compiler targets AVX2 + FMA without AVX-512 (elsewhere
+// Eigen's own AVX-512 kernels were measured at 57–67 % of the peak, and the kernels keep Eigen).
+#pragma once
+
+#include <cstddef>
+
+#include "../../concepts.hpp"
+
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__) && !defined(LINSTATE_NO_GEMM_KERNEL)
+#define LINSTATE_GEMM_AVX2 1
+#include <immintrin.h>
+#else
+#define LINSTATE_GEMM_AVX2 0
+#endif
+
+namespace linstate::cpu_detail::gemm {
+
+enum mode : int { set = 0, add = 1, sub = 2 };
+
+#if LINSTATE_GEMM_AVX2
+//! Stores one accumulator into C by the mode.
+template <int Mode>
+inline void put(float* cp, __m256 acc) {
+  if constexpr (Mode == set) _mm256_storeu_ps(cp, acc);
+  else if constexpr (Mode == add) _mm256_storeu_ps(cp, _mm256_add_ps(_mm256_loadu_ps(cp), acc));
+  else _mm256_storeu_ps(cp, _mm256_sub_ps(_mm256_loadu_ps(cp), acc));
+}
+
+//! MR (≤ 6) rows × (NV·8, NV ≤ 2) columns of C, full depth k. The accumulators are named variables,
+//! not an array: GCC 12 keeps an array of __m256 on the stack and stores it on every step of k.
+template <int Mode, int MR, int NV>
+inline void tile(index_t k, const float* __restrict a, index_t rsa, index_t csa, const float* __restrict b, index_t ldb,
+                 float* __restrict c, index_t ldc) {
+  static_assert(MR >= 1 && MR <= 6 && (NV == 1 || NV == 2));
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  const float* a0 = a;
+  const float* a1 = a + rsa;
+  const float* a2 = a + 2 * rsa;
+  const float* a3 = a + 3 * rsa;
+  const float* a4 = a + 4 * rsa;
+  const float* a5 = a + 5 * rsa;
+  for (index_t p = 0; p < k; ++p) {
+    const float* bp = b + p * ldb;
+    const index_t o = p * csa;
+    const __m256 b0 = _mm256_loadu_ps(bp);
+    const __m256 b1 = NV == 2 ? _mm256_loadu_ps(bp + 8) : b0;
+#define LINSTATE_GEMM_ROW(r)                                          \
+  if constexpr (MR > r) {                                             \
+    const __m256 ar = _mm256_broadcast_ss(a##r + o);                  \
+    c##r##0 = _mm256_fmadd_ps(ar, b0, c##r##0);                       \
+    if constexpr (NV == 2) c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1); \
+  }
+    LINSTATE_GEMM_ROW(0)
+    LINSTATE_GEMM_ROW(1)
+    LINSTATE_GEMM_ROW(2)
+    LINSTATE_GEMM_ROW(3)
+    LINSTATE_GEMM_ROW(4)
+    LINSTATE_GEMM_ROW(5)
+#undef LINSTATE_GEMM_ROW
+  }
+#define LINSTATE_GEMM_PUT(r)                                     \
+  if constexpr (MR > r) {                                        \
+    put<Mode>(c + r * ldc, c##r##0);                             \
+    if constexpr (NV == 2) put<Mode>(c + r * ldc + 8, c##r##1);  \
+  }
+  LINSTATE_GEMM_PUT(0)
+  LINSTATE_GEMM_PUT(1)
+  LINSTATE_GEMM_PUT(2)
+  LINSTATE_GEMM_PUT(3)
+  LINSTATE_GEMM_PUT(4)
+  LINSTATE_GEMM_PUT(5)
+#undef LINSTATE_GEMM_PUT
+}
+
+template <int Mode, int NV>
+inline void rows(index_t m, index_t k, const float* a, index_t rsa, index_t csa, const float* b, index_t ldb, float* c,
+                 index_t ldc) {
+  index_t i = 0;
+  for (; i + 6 <= m; i += 6) tile<Mode, 6, NV>(k, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc);
+  switch (m - i) {
+    case 5: tile<Mode, 5, NV>(k, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc); break;
+    case 4: tile<Mode, 4, NV>(k, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc); break;
+    case 3: tile<Mode, 3, NV>(k, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc); break;
+    case 2: tile<Mode, 2, NV>(k, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc); break;
+    case 1: tile<Mode, 1, NV>(k, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc); break;
+    default: break;
+  }
+}
+#endif
+
+//! C (m×n) = / += / −= A (m×k) · B (k×n); see the file comment for the layouts.
+template <int Mode>
+inline void product(index_t m, index_t n, index_t k, const float* a, index_t rsa, index_t csa, const float* b, index_t ldb,
+                    float* c, index_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  index_t j = 0;
+#if LINSTATE_GEMM_AVX2
+  for (; j + 16 <= n; j += 16) rows<Mode, 2>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc);
+  for (; j + 8 <= n; j += 8) rows<Mode, 1>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc);
+#endif
+  for (index_t i = 0; i < m; ++i)  // the columns left over (all of them without AVX2)
+    for (index_t jj = j; jj < n; ++jj) {
+      float s = 0.f;
+      for (index_t p = 0; p < k; ++p) s += a[i * rsa + p * csa] * b[p * ldb + jj];
+      float& x = c[i * ldc + jj];
+      if constexpr (Mode == set) x = s;
+      else if constexpr (Mode == add) x += s;
+      else x -= s;
+    }
+}
+
+}  // namespace linstate::cpu_detail::gemm
