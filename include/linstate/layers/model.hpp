@@ -92,8 +92,10 @@ loss_result cross_entropy(const Real* logits, std::span<const std::int32_t> targ
                   std::to_string(ignore_index) + ")");
     ++count;
   }
-  // the per-row losses, kept per thread from call to call (a training step allocates nothing)
-  static thread_local std::vector<double> row;
+  // the per-row losses, kept per calling thread from call to call (a training step allocates
+  // nothing); `row` is a plain reference, so the OpenMP threads below all write the caller's vector
+  static thread_local std::vector<double> kept_rows;
+  std::vector<double>& row = kept_rows;
   row.assign(static_cast<std::size_t>(M), 0.0);
   const double inv = count ? scale / static_cast<double>(count) : 0.0;
 #if defined(_OPENMP)
