@@ -185,9 +185,17 @@ __device__ __forceinline__ void chunk_cumulative_decay(const Dev* g, int HV, int
         },
         [&](int e, float x) { G[(e / KP) * ld + e % KP] = x; });
     __syncthreads();
-    for (int a = tid; a < KP; a += nt) {
+    for (int a = tid; a < KP; a += nt) {  // the same sequential sum, its loads and stores in batches of 16
       float acc = 0.f;
-      for (int i = 0; i < chunk_len; ++i) acc += G[i * ld + a], G[i * ld + a] = acc;
+      for (int i0 = 0; i0 < chunk_len; i0 += 16) {
+        float x[16];
+#pragma unroll
+        for (int u = 0; u < 16; ++u) x[u] = G[(i0 + u) * ld + a];
+#pragma unroll
+        for (int u = 0; u < 16; ++u) acc += x[u], x[u] = acc;
+#pragma unroll
+        for (int u = 0; u < 16; ++u) G[(i0 + u) * ld + a] = x[u];
+      }
     }
   } else if constexpr (decay_head<D>) {
     if (tid < chunk_len) G[tid] = recs[tid].wr ? detail::chunked_log_decay(to_f32(D::log_decay(g + recs[tid].hv, 0))) : 0.f;
@@ -457,7 +465,7 @@ __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_pa
 
 // --- 3. chunk_intra_kernel -----------------------------------------------------------------------
 
-inline constexpr int intra_threads = 256;   // 8 warps; two blocks per multiprocessor (K = 128, 16-bit inputs)
+inline constexpr int intra_threads = 512;   // 16 warps; two blocks per multiprocessor (K = 128, 16-bit inputs)
 inline constexpr int output_threads = 256;  // 8 warps; three blocks per multiprocessor (K = 128, 16-bit inputs)
 inline constexpr int kstate_threads = 256;  // 8 warps; three blocks per multiprocessor (K = 128, 16-bit inputs)
 //! Largest |Γ_i − Γ_r| over a 16-row sub-block (r its first row) for which its diagonal block is summed
