@@ -483,19 +483,32 @@ inline constexpr float diag_span = 40.f;
 //! gated_key: off-diagonal 16×16 blocks as one product per sub-chunk I (reference row r = 16·I, both
 //! exponentials ≤ 1), diagonal blocks in fp32 for j ≤ t only — one warp per row t, lanes over the keys,
 //! a shuffle reduction per (t, j); factorised (diag_span) or per pair. none/scalar: A = (q kᵀ) ⊙ w_j e^{Γ_t − Γ_j}.
+//! Whether chunk_intra_kernel forms A by warp_intra_tiles (bf16 inputs, gated_key): each warp one
+//! 16×16 tile of A, its operands generated from Q, K and Γ in registers (no staged X / Y copies, no
+//! barriers between the tiles), the diagonal tiles in split-bf16 on tensor cores.
+template <class D, class Dev>
+inline constexpr bool intra_warp_tiles = decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>;
+
 template <class D, class Dev>
 struct intra_smem {
   using Op = Dev;
-  static constexpr bool diag = decay_key<D>;
-  int KP, ldq, ldx, ldf;
+  static constexpr bool diag = decay_key<D> && !intra_warp_tiles<D, Dev>;  // the staged off-diagonal form
+  int KP, ldq, ldx, ldf, ldg;
   std::size_t recs, G, Qf, Kf, Xq, Yk, Kd, Af, bytes;
   __host__ __device__ explicit intra_smem(int K) {
     KP = round16(K), ldq = KP + op_pad<Dev>(), ldx = KP + op_pad<Op>(), ldf = chunk_len + 4;
+    // Γ's rows padded by 8 floats for the warp tiles' 8-byte loads (rows g and g + 1 of a fragment
+    // then fall in different banks); else packed
+    ldg = intra_warp_tiles<D, Dev> ? KP + 8 : KP;
     recs = 0;
     G = align128(chunk_len * sizeof(chunk_record));
-    Qf = align128(G + gamma_floats<D>(KP) * sizeof(float));
+    Qf = align128(G + (decay_key<D> ? static_cast<std::size_t>(chunk_len) * ldg : gamma_floats<D>(KP)) * sizeof(float));
     Kf = align128(Qf + static_cast<std::size_t>(chunk_len) * ldq * sizeof(Dev));
     Xq = align128(Kf + static_cast<std::size_t>(chunk_len) * ldq * sizeof(Dev));
+    if constexpr (intra_warp_tiles<D, Dev>) {  // A goes from the warps' accumulators to global memory
+      Yk = Kd = Af = bytes = Xq;
+      return;
+    }
     Yk = align128(Xq + (diag ? static_cast<std::size_t>(16) * ldx * sizeof(Op) : 0));
     // Kd (the diagonal blocks' fp32 k̃, half a chunk at a time) shares Xq/Yk's space: the diagonal
     // blocks are done before the off-diagonal ones start
@@ -507,8 +520,134 @@ struct intra_smem {
   }
 };
 
+//! A of one chunk for bf16 inputs and gated_key decays, straight from the staged raw rows (Qf: q of
+//! reading rows, Kf: k of writing rows, both [C][ldq], 0 elsewhere and beyond K) and Γ ([C][ldg]):
+//! warp w of the block takes tile w of the 16 (4 × 4 sub-chunks of 16 rows); a lower tile (I, J), J ≤ I,
+//! is A_IJ = X_I · Y_IJᵀ with r = 16·I, X_I = q_I ⊙ e^{Γ_I − Γ_r} and Y_IJ = w_J k_J ⊙ e^{Γ_r − Γ_J}, each
+//! lane forming its own fragment elements (mma.sync m16n8k16 layouts) from shared memory:
+//!   * J < I: both factors ≤ 1, rounded to bf16 exactly as the staged form rounds them (one bf16 product);
+//!   * J = I, Γ spanning at most diag_span over the sub-chunk: the same factors in fp32 (accurate expf),
+//!     by the split-bf16 scheme of tile_mma_x3 (three bf16 products, each term within about 1e-5 of fp32);
+//!   * J = I beyond diag_span (strong decays): every e^{Γ_t − Γ_j} per pair, fp32, lanes over the keys.
+//! An upper tile is zero. Ag: the chunk's [C][C] block of abuf (lower triangle, 0 above, bf16).
+template <int KP>
+__device__ __forceinline__ void warp_intra_tiles(const __nv_bfloat16* Qf, const __nv_bfloat16* Kf, int ldq, const float* G,
+                                                 int ldg, const chunk_record* recs, __nv_bfloat16* Ag) {
+  using x3_detail::mma_bf16_16816;
+  using x3_detail::split2;
+  constexpr int C = chunk_len, subs = C / 16, lower = subs * (subs + 1) / 2;
+  static_assert(subs == 4, "warp_intra_tiles: 4 x 4 tiles of 16 x 16");
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  auto bf2 = [](const __nv_bfloat16* x) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x)); };
+  auto f2 = [](const float* x) { return *reinterpret_cast<const float2*>(x); };
+  auto pack = [](float x0, float x1) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+    return *reinterpret_cast<const unsigned*>(&h);
+  };
+  for (int task = tid >> 5; task < subs * subs; task += static_cast<int>(blockDim.x) >> 5) {
+    if (task >= lower) {  // an upper tile: (0,1) (0,2) (0,3) (1,2) (1,3) (2,3), zero; a lane stores 8 of its 256
+      const int u = task - lower, I = u < 3 ? 0 : u < 5 ? 1 : 2, J = I + 1 + u - (I == 0 ? 0 : I == 1 ? 3 : 5);
+      const int row = 16 * I + (lane >> 1), col = 16 * J + (lane & 1) * 8;
+      *reinterpret_cast<uint4*>(Ag + row * C + col) = make_uint4(0u, 0u, 0u, 0u);
+      continue;
+    }
+    int I = 0, J = task;
+    while (J > I) J -= ++I;
+    const int r = 16 * I, j0 = 16 * J;
+    const float* Gr = G + r * ldg;
+    float d[2][4] = {};
+    bool slow = false;
+    if (J == I) {  // does Γ span more than diag_span over the sub-chunk (or hold a NaN)?
+      for (int e = lane; e < 16 * KP; e += 32) {
+        const int i = r + e / KP, a = e % KP;
+        if (!(fabsf(G[i * ldg + a] - Gr[a]) <= diag_span)) slow = true;
+      }
+      slow = __any_sync(0xffffffffu, slow);
+    }
+    if (slow) {  // per pair in fp32, lanes over the keys (t, j in the sub-chunk, j ≤ t; 0 above)
+      constexpr int per = KP / 32;
+      for (int t = r; t < r + 16; ++t) {
+        float qt[per], gt[per];
+#pragma unroll
+        for (int u = 0; u < per; ++u) qt[u] = to_f32(Qf[t * ldq + lane + 32 * u]), gt[u] = G[t * ldg + lane + 32 * u];
+        for (int j = r; j < r + 16; ++j) {
+          float acc = 0.f;
+          if (j <= t && recs[t].rd && recs[j].wr) {  // uniform over the warp
+#pragma unroll
+            for (int u = 0; u < per; ++u) {
+              const int a = lane + 32 * u;
+              acc += qt[u] * to_f32(Kf[j * ldq + a]) * __expf(gt[u] - G[j * ldg + a]);
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            acc *= recs[j].w;
+          }
+          if (lane == 0) Ag[t * C + j] = __float2bfloat16_rn(acc);
+        }
+      }
+      continue;
+    }
+    float w[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) w[h] = recs[j0 + 8 * h + g].w;
+    for (int k0 = 0; k0 < KP; k0 += 16) {
+      // A fragment: rows r + g (+8), key pairs k0 + t2 (+8); B fragment per 8-column half h: row j of Y
+      float2 x[4], y[2][2];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int i = r + g + 8 * (q & 1), a = k0 + t2 + 8 * (q >> 1);
+        const float2 qv = bf2(Qf + i * ldq + a), gi = f2(G + i * ldg + a), gr = f2(Gr + a);
+        if (J < I) x[q] = make_float2(qv.x * __expf(gi.x - gr.x), qv.y * __expf(gi.y - gr.y));
+        else x[q] = make_float2(qv.x * expf(gi.x - gr.x), qv.y * expf(gi.y - gr.y));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j = j0 + 8 * h + g;
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const int a = k0 + t2 + 8 * q;
+          const float2 kv = bf2(Kf + j * ldq + a), gj = f2(G + j * ldg + a), gr = f2(Gr + a);
+          if (J < I) y[h][q] = make_float2(kv.x * w[h] * __expf(gr.x - gj.x), kv.y * w[h] * __expf(gr.y - gj.y));
+          else y[h][q] = make_float2(kv.x * w[h] * expf(gr.x - gj.x), kv.y * w[h] * expf(gr.y - gj.y));
+        }
+      }
+      if (J < I) {
+        const unsigned af[4] = {pack(x[0].x, x[0].y), pack(x[1].x, x[1].y), pack(x[2].x, x[2].y), pack(x[3].x, x[3].y)};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const unsigned bfr[2] = {pack(y[h][0].x, y[h][0].y), pack(y[h][1].x, y[h][1].y)};
+          mma_bf16_16816(d[h], af, bfr);
+        }
+      } else {
+        unsigned ah[4], al[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) split2(x[q].x, x[q].y, ah[q], al[q]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          unsigned bh[2], bl[2];
+          split2(y[h][0].x, y[h][0].y, bh[0], bl[0]);
+          split2(y[h][1].x, y[h][1].y, bh[1], bl[1]);
+          mma_bf16_16816(d[h], al, bh);
+          mma_bf16_16816(d[h], ah, bl);
+          mma_bf16_16816(d[h], ah, bh);
+        }
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // rows r + g and r + g + 8, columns j and j + 1 (0 above the diagonal)
+      const int j = j0 + 8 * h + t2;
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int t = r + g + 8 * q;
+        const float v0 = j <= t ? d[h][2 * q] : 0.f, v1 = j + 1 <= t ? d[h][2 * q + 1] : 0.f;
+        *reinterpret_cast<__nv_bfloat162*>(Ag + t * C + j) = __floats2bfloat162_rn(v0, v1);
+      }
+    }
+  }
+}
+
 template <class D, class Dev, int KP>
-__global__ void __launch_bounds__(intra_threads) chunk_intra_kernel(const chunk_params<Dev> p) {
+__global__ void __launch_bounds__(intra_threads, intra_warp_tiles<D, Dev> ? 2 : 1) chunk_intra_kernel(const chunk_params<Dev> p) {
   using Op = Dev;
   using Sop = state_op_t<Dev>;
   const index_t c = blockIdx.x;
@@ -531,11 +670,19 @@ __global__ void __launch_bounds__(intra_threads) chunk_intra_kernel(const chunk_
   const bool vq = K % vec16<Dev> == 0 && aligned16(src.q) && aligned16(src.k);
   stage_rows<Dev>(Qf, L.ldq, chunk_len, KP, src.q, K, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].rd; });
   stage_rows<Dev>(Kf, L.ldq, chunk_len, KP, src.k, K, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].wr; });
-  chunk_cumulative_decay<D, KP>(src.g, HV, hv, K, recs, G);  // ends with a barrier: Qf, Kf, G ready
+  const int ldg = L.ldg;  // Γ's row stride in shared memory (gated_key)
+  chunk_cumulative_decay<D, KP>(src.g, HV, hv, K, recs, G, ldg);  // ends with a barrier: Qf, Kf, G ready
+  auto gam = [&](int t, int a) -> float {  // Γ_t[a] (0 for decay::none)
+    if constexpr (decay_key<D>) return G[t * ldg + a];
+    else if constexpr (decay_head<D>) return G[t];
+    else return 0.f;
+  };
   if constexpr (gamma_floats<D>(KP) > 0)
-    if (p.gambuf) {  // Γ for the backward's gradient kernels (16-byte stores; gamma_floats is a multiple of 4)
+    if (p.gambuf) {  // Γ for the backward's gradient kernels, [C][KP] (16-byte stores; KP a multiple of 4)
       float4* Gg = reinterpret_cast<float4*>(p.gambuf + (c * HV + hv) * static_cast<index_t>(gamma_floats<D>(KP)));
-      for (int e = tid; e < gamma_floats<D>(KP) / 4; e += nt) Gg[e] = reinterpret_cast<const float4*>(G)[e];
+      constexpr int rowv = decay_key<D> ? KP / 4 : chunk_len / 4, rows = decay_key<D> ? chunk_len : 1;
+      for (int e = tid; e < rows * rowv; e += nt)
+        Gg[e] = *reinterpret_cast<const float4*>(G + (e / rowv) * (decay_key<D> ? ldg : 0) + (e % rowv) * 4);
     }
 
   // Q̃ = q ⊙ e^{Γ} → qbuf
@@ -547,7 +694,7 @@ __global__ void __launch_bounds__(intra_threads) chunk_intra_kernel(const chunk_
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int a = a0 + u;
-        x[u] = a < K ? to_f32(Qf[i * L.ldq + a]) * __expf(gamma_at<D, KP>(G, i, a)) : 0.f;
+        x[u] = a < K ? to_f32(Qf[i * L.ldq + a]) * __expf(gam(i, a)) : 0.f;
       }
       store8<Sop>(Qo + i * KP + a0, x);
     }
@@ -561,19 +708,22 @@ __global__ void __launch_bounds__(intra_threads) chunk_intra_kernel(const chunk_
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int a = a0 + u;
-        x[u] = a < K ? to_f32(Kf[i * L.ldq + a]) * (recs[i].w * __expf(gamma_at<D, KP>(G, chunk_len - 1, a) - gamma_at<D, KP>(G, i, a)))
+        x[u] = a < K ? to_f32(Kf[i * L.ldq + a]) * (recs[i].w * __expf(gam(chunk_len - 1, a) - gam(i, a)))
                      : 0.f;
       }
       store8<Op>(Ko + i * KP + a0, x);
     }
     if constexpr (decay_key<D>) {
-      for (int a = tid; a < K; a += nt) p.gbuf[(c * HV + hv) * K + a] = __expf(G[(chunk_len - 1) * KP + a]);
+      for (int a = tid; a < K; a += nt) p.gbuf[(c * HV + hv) * K + a] = __expf(G[(chunk_len - 1) * ldg + a]);
     } else if constexpr (decay_head<D>) {
       if (tid == 0) p.gbuf[c * HV + hv] = __expf(G[chunk_len - 1]);
     }
   }
 
-  if constexpr (decay_key<D>) {
+  if constexpr (intra_warp_tiles<D, Dev>) {
+    warp_intra_tiles<KP>(Qf, Kf, L.ldq, G, ldg, recs, p.abuf + (c * HV + hv) * static_cast<index_t>(chunk_len) * chunk_len);
+    return;  // A is stored
+  } else if constexpr (decay_key<D>) {
     // diagonal blocks first (they write Af's diagonal 16×16 blocks; the products below the others).
     // Per sub-block: the factorised fp32 form when its Γ spans at most diag_span, else per pair.
     __shared__ int slow[chunk_len / 16];
