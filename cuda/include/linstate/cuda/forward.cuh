@@ -227,6 +227,10 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   const std::size_t at_kbuf = lay.add(n_qk * sizeof(Dev));
   const std::size_t at_abuf =
       lay.add(diag_chunked ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_len) * sizeof(Dev) : 0);
+  // H_c in the state operand type for 16-bit inputs (chunk_scan_kernel → chunk_output_kernel; U_c stays fp32 in hbuf)
+  constexpr bool h16 = tensor_core_op<state_op_t<Dev>>;
+  const std::size_t at_hsbuf =
+      lay.add(diag_chunked && h16 ? n_chunks * static_cast<std::size_t>(pb.HV * pb.K * pb.V) * sizeof(state_op_t<Dev>) : 0);
   const std::size_t at_delta =
       lay.add(delta_chunked ? n_chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats(pb.K, pb.V, false) * sizeof(float) : 0);
   // generic: the state worked on when no final state is wanted
@@ -289,6 +293,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       c.hbuf = static_cast<float*>(at(at_hbuf)), c.gbuf = static_cast<float*>(at(at_gbuf));
       c.qbuf = static_cast<state_op_t<Dev>*>(at(at_qbuf)), c.abuf = static_cast<Dev*>(at(at_abuf));
       c.kbuf = static_cast<Dev*>(at(at_kbuf));
+      if (diag_chunked && h16) c.hsbuf = static_cast<state_op_t<Dev>*>(at(at_hsbuf));
       c.o = device_ptr(o), c.o_part = o_part;
       if constexpr (is_delta<D>) {
         delta_params<Dev> d;

@@ -22,7 +22,9 @@
 //       U_c = K̃ᵀ V                                         [K×V]   (SPEC §2.3 step 1, inner sum)
 //  3. chunk_scan_kernel   — per stream, head and 512-element slice of the state, the sequential
 //     hand-off H_{c+1} = diag(e^{γ_c}) H_c + U_c over the stream's chunks, overwriting U_c with the
-//     state H_c *entering* chunk c; the last H is the final state. Elementwise, memory bound.
+//     state H_c *entering* chunk c (for 16-bit inputs the forward writes H_c rounded to the state
+//     operand type into hsbuf instead: the output kernel's operand, half the bytes); the last H is the
+//     final state (fp32). Elementwise, memory bound.
 //  4. chunk_output_kernel — per chunk, head and 64-column V tile (SPEC §2.3 steps 2–3):
 //       o_t = r_t · [ Q̃_tᵀ H_c + Σ_{j≤t} A_{tj} v_j ]      with r_t = scale × read weight.
 // chunk_state_kernel forms U_c (and e^{γ_c}) from the inputs in one kernel; the backward
@@ -78,6 +80,10 @@ struct chunk_params {
   const float* state_in = nullptr;      // [S,P,HV,K,V] or null
   float* state_out = nullptr;           // [S,P,HV,K,V] or null
   float* hbuf = nullptr;                // [max_chunks, HV, K, V]: U_c, then H_c
+  state_op_t<Dev>* hsbuf = nullptr;     // [max_chunks, HV, K, V] or null: H_c rounded to the state operand type, written
+                                        // by chunk_scan_kernel instead of H_c in hbuf and read by chunk_output_kernel
+                                        // (the forward with 16-bit inputs: the operand it rounds H_c to anyway, half
+                                        // the bytes; the backward, which reads H_c in fp32, leaves it null)
   float* gbuf = nullptr;                // [max_chunks, HV, K] (gated_key) / [max_chunks, HV] (scalar): e^{γ_c}
   state_op_t<Dev>* qbuf = nullptr;      // [max_chunks, HV, C, chunk_kp(K)]: Q̃ = q ⊙ e^{Γ} (forward, chunk_intra_kernel)
   Dev* abuf = nullptr;                  // [max_chunks, HV, C, C]: intra-chunk scores A (forward, chunk_intra_kernel)
@@ -437,13 +443,35 @@ __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_pa
     for (int k = 0; k < scan_depth; ++k) {
       const index_t c = cb + k;
       if (c < c1) {
-        float* Hc = p.hbuf + (c * HV + hv) * KV;
-        if (v4) {
-          if (e0 < KV) *reinterpret_cast<float4*>(Hc + e0) = make_float4(st[0], st[1], st[2], st[3]);
-        } else {
+        bool stored = false;
+        if constexpr (tensor_core_op<state_op_t<Dev>>) {
+          if (p.hsbuf) {  // H_c rounded to the state operand type (what chunk_output_kernel would round it to)
+            state_op_t<Dev>* Hs = p.hsbuf + (c * HV + hv) * KV;
+            if (v4) {
+              if (e0 < KV) {
+                const state_op_t<Dev> t[4] = {to_op<state_op_t<Dev>>(st[0]), to_op<state_op_t<Dev>>(st[1]),
+                                              to_op<state_op_t<Dev>>(st[2]), to_op<state_op_t<Dev>>(st[3])};
+                uint2 w;
+                memcpy(&w, t, 8);
+                *reinterpret_cast<uint2*>(Hs + e0) = w;
+              }
+            } else {
 #pragma unroll
-          for (int u = 0; u < scan_per_thread; ++u)
-            if (e0 + u < KV) Hc[e0 + u] = st[u];
+              for (int u = 0; u < scan_per_thread; ++u)
+                if (e0 + u < KV) Hs[e0 + u] = to_op<state_op_t<Dev>>(st[u]);
+            }
+            stored = true;
+          }
+        }
+        if (!stored) {
+          float* Hc = p.hbuf + (c * HV + hv) * KV;
+          if (v4) {
+            if (e0 < KV) *reinterpret_cast<float4*>(Hc + e0) = make_float4(st[0], st[1], st[2], st[3]);
+          } else {
+#pragma unroll
+            for (int u = 0; u < scan_per_thread; ++u)
+              if (e0 + u < KV) Hc[e0 + u] = st[u];
+          }
         }
 #pragma unroll
         for (int u = 0; u < scan_per_thread; ++u) {
@@ -963,7 +991,12 @@ __global__ void __launch_bounds__(output_threads) chunk_output_kernel(const chun
                   [](int i) { return static_cast<index_t>(i) * KP; }, all);
   stage_rows<Op>(Ao, L.lda, chunk_len, chunk_len, p.abuf + ch * chunk_len * chunk_len, chunk_len, true,
                  [](int i) { return static_cast<index_t>(i) * chunk_len; }, all);
-  {  // H_c [K, V] columns [j0, j0 + TV), fp32 → Sop
+  if (p.hsbuf) {  // H_c [K, V] columns [j0, j0 + TV), rounded by the scan already
+    const Sop* Hs = p.hsbuf + ch * static_cast<index_t>(K) * V;
+    const bool vh = V % vec16<Sop> == 0 && aligned16(p.hsbuf);
+    stage_rows<Sop>(Ys, L.ldy, KP, TV, Hs + j0, V - j0, vh, [&](int a) { return static_cast<index_t>(a) * V; },
+                    [&](int a) { return a < K; });
+  } else {  // H_c [K, V] columns [j0, j0 + TV), fp32 → Sop
     const float* Hc = p.hbuf + ch * static_cast<index_t>(K) * V;
     const bool v4 = V % 4 == 0;
     constexpr int groups = TV / 4, Batch = 8;
