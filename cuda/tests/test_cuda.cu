@@ -362,6 +362,19 @@ TEST_CASE("chunked: bf16 and fp16 inputs on tensor cores") {
   check_low<gla, Eigen::half, chunked64>(make<gla>(d, 68));
 }
 
+// bf16 with gated_key takes chunk_intra_kernel's warp tiles (A's operands formed in registers; the
+// diagonal tiles split-bf16, or per pair beyond diag_span) and, where K and V are multiples of 16 and V
+// fits the key tile, forms U_c there instead of chunk_kstate_kernel: each branch once.
+TEST_CASE("chunked: bf16 gated_key — the intra kernel's warp tiles, with and without the fused U_c") {
+  linstate_test::config c = config_for<gla>({.B = 1, .T = 140, .H = 1, .HV = 2, .K = 64, .V = 64});
+  c.gate_normalizer = 0.1f;  // strong decays: the diagonal sub-chunks go per pair
+  check_low<gla, Eigen::bfloat16, chunked64>(random_inputs(c, 54));
+  check_low<gla, Eigen::bfloat16, chunked64>(make<gla>({.B = 2, .T = 150, .H = 2, .HV = 4, .K = 40, .V = 48}, 70));  // K % 16 != 0
+  check_low<gla, Eigen::bfloat16, chunked64>(make<gla>({.B = 1, .T = 130, .H = 2, .HV = 2, .K = 64, .V = 128}, 71));  // V > the key tile
+  check_low<sse_n4k1s, Eigen::bfloat16, chunked64>(
+      make<sse_n4k1s>({.B = 2, .T = 200, .H = 2, .HV = 4, .K = 96, .V = 80}, 72));  // fused, K < the key tile of 128
+}
+
 TEST_CASE("chunked: in-place prefill leaves unrouted partitions bit-identical") {
   // N = 8, top-1, no shared partition, 3 tokens: at least 5 partitions see no token at all
   const random_inputs data = make<sse_n8k2>({.B = 1, .T = 3, .H = 1, .HV = 1, .K = 32, .V = 32, .N = 8}, 69);

@@ -224,7 +224,9 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   const bool diag_chunked = chunked && !delta_chunked;
   const std::size_t n_qk = diag_chunked ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_kp(static_cast<int>(pb.K))) : 0;
   const std::size_t at_qbuf = lay.add(n_qk * sizeof(state_op_t<Dev>));
-  const std::size_t at_kbuf = lay.add(n_qk * sizeof(Dev));
+  // K̃ only where chunk_kstate_kernel runs (the intra kernel forms U_c itself otherwise)
+  const bool kt_needed = !intra_fuses_u<D, Dev>(static_cast<int>(pb.K), static_cast<int>(pb.V));
+  const std::size_t at_kbuf = lay.add(kt_needed ? n_qk * sizeof(Dev) : 0);
   const std::size_t at_abuf =
       lay.add(diag_chunked ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_len) * sizeof(Dev) : 0);
   // H_c in the state operand type for 16-bit inputs (chunk_scan_kernel → chunk_output_kernel; U_c stays fp32 in hbuf)
@@ -292,7 +294,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       c.state_in = state_in, c.state_out = state_out;
       c.hbuf = static_cast<float*>(at(at_hbuf)), c.gbuf = static_cast<float*>(at(at_gbuf));
       c.qbuf = static_cast<state_op_t<Dev>*>(at(at_qbuf)), c.abuf = static_cast<Dev*>(at(at_abuf));
-      c.kbuf = static_cast<Dev*>(at(at_kbuf));
+      c.kbuf = kt_needed ? static_cast<Dev*>(at(at_kbuf)) : nullptr;
       if (diag_chunked && h16) c.hsbuf = static_cast<state_op_t<Dev>*>(at(at_hsbuf));
       c.o = device_ptr(o), c.o_part = o_part;
       if constexpr (is_delta<D>) {

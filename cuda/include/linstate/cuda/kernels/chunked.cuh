@@ -70,6 +70,7 @@ struct chunk_params {
   int H = 1, HV = 1, K = 1, V = 1, N = 1, P = 1, S = 1, R = 1;
   int first_routed = 0;  // partitions below this one see every token (weights 1)
   bool shared = false, in_place = false;
+  bool intra_u = false;                 // chunk_intra_kernel also forms U_c into hbuf (intra_fuses_u), no chunk_kstate_kernel
   float scale = 1.f;
   device_source<Dev> main{}, shr{};
   const Dev* v = nullptr;               // [B,T,HV,V]
@@ -87,7 +88,8 @@ struct chunk_params {
   float* gbuf = nullptr;                // [max_chunks, HV, K] (gated_key) / [max_chunks, HV] (scalar): e^{γ_c}
   state_op_t<Dev>* qbuf = nullptr;      // [max_chunks, HV, C, chunk_kp(K)]: Q̃ = q ⊙ e^{Γ} (forward, chunk_intra_kernel)
   Dev* abuf = nullptr;                  // [max_chunks, HV, C, C]: intra-chunk scores A (forward, chunk_intra_kernel)
-  Dev* kbuf = nullptr;                  // [max_chunks, HV, C, chunk_kp(K)]: K̃ = w k ⊙ e^{γ − Γ} (forward, chunk_intra_kernel)
+  Dev* kbuf = nullptr;                  // [max_chunks, HV, C, chunk_kp(K)] or null: K̃ = w k ⊙ e^{γ − Γ} (chunk_intra_kernel; for
+                                        // chunk_kstate_kernel and the backward's gradient kernels)
   float* gambuf = nullptr;              // [max_chunks, HV, gamma_floats(chunk_kp(K))]: Γ, written by chunk_intra_kernel when
                                         // set (the bf16 backward's gradient kernels read it)
   Dev* o = nullptr;                     // [tokens, HV, V] when R = 1
@@ -517,6 +519,14 @@ inline constexpr float diag_span = 40.f;
 template <class D, class Dev>
 inline constexpr bool intra_warp_tiles = decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>;
 
+//! Whether chunk_intra_kernel also forms U_c = K̃ᵀ V (so chunk_kstate_kernel does not run, and the
+//! forward needs no K̃ buffer): the warp-tile path, with K and V multiples of 16 and V ≤ the key tile
+//! (V's rows take the place of q's in shared memory); 16×16 WMMA tiles stored from the accumulators.
+template <class D, class Dev>
+__host__ __device__ constexpr bool intra_fuses_u(int K, int V) {
+  return intra_warp_tiles<D, Dev> && K % 16 == 0 && V % 16 == 0 && V <= chunk_kp(K);
+}
+
 template <class D, class Dev>
 struct intra_smem {
   using Op = Dev;
@@ -728,16 +738,16 @@ __global__ void __launch_bounds__(intra_threads, intra_warp_tiles<D, Dev> ? 2 : 
     }
   }
   // K̃ = w k ⊙ e^{γ − Γ} → kbuf (chunk_kstate_kernel's operand), and e^{γ} → gbuf (the scan's)
+  auto ktilde = [&](int i, int a) { return a < K ? to_f32(Kf[i * L.ldq + a]) * (recs[i].w * __expf(gam(chunk_len - 1, a) - gam(i, a))) : 0.f; };
   {
     Op* Ko = p.kbuf + (c * HV + hv) * static_cast<index_t>(chunk_len) * KP;
-    for (int e = tid; e < chunk_len * KP / 8; e += nt) {
+    for (int e = tid; p.kbuf && e < chunk_len * KP / 8; e += nt) {
       const int i = e / (KP / 8), a0 = (e % (KP / 8)) * 8;
       float x[8];
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int a = a0 + u;
-        x[u] = a < K ? to_f32(Kf[i * L.ldq + a]) * (recs[i].w * __expf(gam(chunk_len - 1, a) - gam(i, a)))
-                     : 0.f;
+        x[u] = ktilde(i, a0 + u);
       }
       store8<Op>(Ko + i * KP + a0, x);
     }
@@ -750,6 +760,38 @@ __global__ void __launch_bounds__(intra_threads, intra_warp_tiles<D, Dev> ? 2 : 
 
   if constexpr (intra_warp_tiles<D, Dev>) {
     warp_intra_tiles<KP>(Qf, Kf, L.ldq, G, ldg, recs, p.abuf + (c * HV + hv) * static_cast<index_t>(chunk_len) * chunk_len);
+    if (p.intra_u) {  // U_c = K̃ᵀ V (chunk_kstate_kernel's product, the same operands) straight into hbuf
+      __syncthreads();  // the tiles are done with the raw rows: K̃ replaces k, V replaces q
+      for (int e = tid; e < chunk_len * KP / 8; e += nt) {
+        const int i = e / (KP / 8), a0 = (e % (KP / 8)) * 8;
+        float x[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) x[u] = ktilde(i, a0 + u);
+        store8<Op>(Kf + i * L.ldq + a0, x);  // each thread rewrites only the elements it read
+      }
+      const int V = p.V;
+      const bool vv = V % vec16<Dev> == 0 && aligned16(p.v);
+      stage_rows<Dev>(Qf, L.ldq, chunk_len, V, p.v, V, vv, [&](int i) { return recs[i].hv * V; },
+                      [&](int i) { return recs[i].wr; });
+      __syncthreads();
+      namespace w = nvcuda::wmma;
+      float* U = p.hbuf + (c * HV + hv) * static_cast<index_t>(K) * V;
+      const int tv = V / 16, tiles = (K / 16) * tv;
+      for (int tile = tid >> 5; tile < tiles; tile += nt >> 5) {
+        const int a0 = (tile / tv) * 16, v0 = (tile % tv) * 16;
+        w::fragment<w::accumulator, 16, 16, 16, float> acc;
+        w::fill_fragment(acc, 0.f);
+#pragma unroll
+        for (int k0 = 0; k0 < chunk_len; k0 += 16) {
+          w::fragment<w::matrix_a, 16, 16, 16, Op, w::col_major> fa;  // K̃ᵀ: (a, i) at Kf[i·ldq + a]
+          w::fragment<w::matrix_b, 16, 16, 16, Op, w::row_major> fb;  // V: (i, v) at Qf[i·ldq + v]
+          w::load_matrix_sync(fa, Kf + k0 * L.ldq + a0, static_cast<unsigned>(L.ldq));
+          w::load_matrix_sync(fb, Qf + k0 * L.ldq + v0, static_cast<unsigned>(L.ldq));
+          w::mma_sync(acc, fa, fb, acc);
+        }
+        w::store_matrix_sync(U + static_cast<index_t>(a0) * V + v0, acc, static_cast<unsigned>(V), w::mem_row_major);
+      }
+    }
     return;  // A is stored
   } else if constexpr (decay_key<D>) {
     // diagonal blocks first (they write Af's diagonal 16×16 blocks; the products below the others).
@@ -1083,11 +1125,15 @@ void enqueue_chunked_kp(const chunk_params<Dev>& p, cudaStream_t stream, const c
   const index_t chunks = p.rt.max_chunks;
   const unsigned ch = static_cast<unsigned>(chunks), hv = static_cast<unsigned>(p.HV);
   if (chunks > 0) {
-    chunk_intra_kernel<D, Dev, KP><<<dim3(ch, hv), intra_threads, intra_smem<D, Dev>(KP).bytes, stream>>>(p);
+    chunk_params<Dev> q = p;
+    q.intra_u = intra_fuses_u<D, Dev>(p.K, p.V);
+    chunk_intra_kernel<D, Dev, KP><<<dim3(ch, hv), intra_threads, intra_smem<D, Dev>(KP).bytes, stream>>>(q);
     check_launch("chunk_intra_kernel", api);
-    const unsigned vt = static_cast<unsigned>((p.V + kstate_smem<D, Dev>::TV - 1) / kstate_smem<D, Dev>::TV);
-    chunk_kstate_kernel<D, Dev, KP><<<dim3(ch, hv, vt), kstate_threads, kstate_smem<D, Dev>(KP).bytes, stream>>>(p);
-    check_launch("chunk_kstate_kernel", api);
+    if (!q.intra_u) {
+      const unsigned vt = static_cast<unsigned>((p.V + kstate_smem<D, Dev>::TV - 1) / kstate_smem<D, Dev>::TV);
+      chunk_kstate_kernel<D, Dev, KP><<<dim3(ch, hv, vt), kstate_threads, kstate_smem<D, Dev>(KP).bytes, stream>>>(p);
+      check_launch("chunk_kstate_kernel", api);
+    }
   }
   const index_t KV = static_cast<index_t>(p.K) * p.V;
   const unsigned slices = static_cast<unsigned>((KV + scan_threads * scan_per_thread - 1) / (scan_threads * scan_per_thread));

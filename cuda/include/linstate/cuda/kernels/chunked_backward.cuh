@@ -981,11 +981,14 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
   fwd.state_out = nullptr, fwd.in_place = false;
   if (chunks > 0) {
     if constexpr (tc) {
+      fwd.intra_u = intra_fuses_u<D, Dev>(p.K, p.V);  // U_c by the intra kernel (which still leaves K̃ in kbuf)
       chunk_intra_kernel<D, Dev, KP><<<dim3(ch, hv), intra_threads, intra_smem<D, Dev>(KP).bytes, stream>>>(fwd);
       check_launch("chunk_intra_kernel", api);
-      const unsigned kv = static_cast<unsigned>((p.V + kstate_smem<D, Dev>::TV - 1) / kstate_smem<D, Dev>::TV);
-      chunk_kstate_kernel<D, Dev, KP><<<dim3(ch, hv, kv), kstate_threads, kstate_smem<D, Dev>(KP).bytes, stream>>>(fwd);
-      check_launch("chunk_kstate_kernel", api);
+      if (!fwd.intra_u) {
+        const unsigned kv = static_cast<unsigned>((p.V + kstate_smem<D, Dev>::TV - 1) / kstate_smem<D, Dev>::TV);
+        chunk_kstate_kernel<D, Dev, KP><<<dim3(ch, hv, kv), kstate_threads, kstate_smem<D, Dev>(KP).bytes, stream>>>(fwd);
+        check_launch("chunk_kstate_kernel", api);
+      }
     } else {
       chunk_state_kernel<D, Dev, KP><<<dim3(ch, hv, vt), chunk_threads, state_smem<D, Dev>(KP).bytes, stream>>>(fwd);
       check_launch("chunk_state_kernel", api);
