@@ -59,6 +59,8 @@ inline constexpr int chunk_len = 64;       //!< C: records per chunk (the kernel
 inline constexpr int chunk_max_k = 128;    //!< K the chunked kernels hold in shared memory
 inline constexpr int chunk_threads = 512;  // 16 warps: the output kernel holds one block per multiprocessor
 inline constexpr int scan_threads = 128, scan_per_thread = 4, scan_depth = 8;
+//! Chunks in flight per thread in the scans' shared-memory ring (ring_scan): 16 × 16 bytes × 128 threads.
+inline constexpr int scan_ring = 16;
 
 //! Operand type of the products with the state: bf16 for fp16 inputs (range), else the input type.
 template <class Dev>
@@ -391,6 +393,56 @@ __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_
 
 // --- 2. chunk_scan_kernel ------------------------------------------------------------------------
 
+//! cp.async of 16 (4) bytes from global to shared memory; `ok` false writes zeros and reads nothing.
+__device__ __forceinline__ void ring_copy16(float* s, const float* g, bool ok) {
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(s));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void ring_copy4(float* s, const float* g, bool ok) {
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(s));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(g), "r"(ok ? 4 : 0) : "memory");
+}
+
+//! One thread's sequential hand-off over `count` chunks of a stream, four elements of one key row
+//! (V % 4 == 0): for chunk c = first, first + step, …: store(c, x) (the value entering c), then
+//! x ← d_c ⊙ x + u_c, with u_c the 16 bytes at u_at(c) (`in`: the thread's elements exist; else zeros)
+//! and d_c the decay at d_at(c) (gated_key: its key row's; scalar: the head's; none: 1). The inputs of
+//! the next scan_ring chunks are in flight at any time, each thread copying its own into its own slots
+//! of a shared-memory ring by cp.async (so no barrier: a thread waits only for its own copies) — a
+//! register ring could hold 8 (issue 11 item 4: at B = 1, H = 8 the scans run 32768 threads, and the
+//! bytes in flight bound their rate).
+template <class D, class UAt, class DAt, class Store>
+__device__ __forceinline__ void ring_scan(float (&x)[4], index_t first, index_t step, index_t count, bool in, UAt&& u_at,
+                                          DAt&& d_at, Store&& store) {
+  __shared__ __align__(16) float ru[scan_ring][scan_threads * 4];
+  __shared__ float rd[decay_none<D> ? 1 : scan_ring][scan_threads];
+  const int tid = static_cast<int>(threadIdx.x);
+  auto issue = [&](index_t i, int slot) {
+    if (i < count) {
+      const index_t c = first + i * step;
+      ring_copy16(&ru[slot][tid * 4], u_at(c), in);
+      if constexpr (!decay_none<D>) ring_copy4(&rd[slot][tid], d_at(c), in);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");  // one group per chunk, empty past the end
+  };
+#pragma unroll
+  for (int k = 0; k < scan_ring; ++k) issue(k, k);
+  int slot = 0;
+  for (index_t i = 0; i < count; ++i) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(scan_ring - 1) : "memory");  // chunk i's group is complete
+    const float4 u = *reinterpret_cast<const float4*>(&ru[slot][tid * 4]);
+    float d = 1.f;
+    if constexpr (!decay_none<D>) d = rd[slot][tid];
+    const index_t c = first + i * step;
+    store(c, x);
+    if constexpr (decay_none<D>) x[0] += u.x, x[1] += u.y, x[2] += u.z, x[3] += u.w;
+    else x[0] = fmaf(d, x[0], u.x), x[1] = fmaf(d, x[1], u.y), x[2] = fmaf(d, x[2], u.z), x[3] = fmaf(d, x[3], u.w);
+    issue(i + scan_ring, slot);  // into the slot just read (its values are in registers)
+    slot = slot + 1 == scan_ring ? 0 : slot + 1;
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
 //! grid (⌈K·V / 512⌉, HV, S·P). A stream without records keeps its initial state (copied out of place,
 //! untouched in place).
 template <class D, class Dev>
@@ -409,78 +461,79 @@ __global__ void __launch_bounds__(scan_threads) chunk_scan_kernel(const chunk_pa
     const index_t e = e0 + u;
     st[u] = (p.state_in && e < KV) ? p.state_in[sbase + e] : 0.f;
   }
-  // the next scan_depth chunks' loads are in flight while this one is stored (a ring of registers,
-  // indexed statically through the unrolled inner loop): the hand-off waits for one memory latency per
-  // scan_depth chunks instead of one per chunk
-  // With V % 4 == 0 a thread's four elements are one 16-byte load and share one key row (one decay).
-  float un[scan_depth][scan_per_thread], dn[scan_depth][scan_per_thread];
+  // The next chunks' loads are in flight while this one is stored, so the hand-off waits for one memory
+  // latency per ring of chunks instead of one per chunk. With V % 4 == 0 a thread's four elements are
+  // one 16-byte load and share one key row (one decay): ring_scan's shared-memory ring of scan_ring
+  // chunks; otherwise a ring of registers (indexed statically through the unrolled loop) of scan_depth.
   const bool v4 = V % 4 == 0;
   static_assert(scan_per_thread == 4);
-  auto fetch = [&](index_t c, float (&u_)[scan_per_thread], float (&d_)[scan_per_thread]) {
-    const float* U = p.hbuf + (c * HV + hv) * KV;
-    if (v4) {
-      const float4 x = e0 < KV ? *reinterpret_cast<const float4*>(U + e0) : make_float4(0.f, 0.f, 0.f, 0.f);
-      u_[0] = x.x, u_[1] = x.y, u_[2] = x.z, u_[3] = x.w;
-      float d = 1.f;
-      if constexpr (decay_key<D>) d = e0 < KV ? p.gbuf[(c * HV + hv) * K + e0 / V] : 1.f;
-      else if constexpr (decay_head<D>) d = p.gbuf[c * HV + hv];
+  if (v4) {  // 16-byte accesses, one decay per thread and chunk: the shared-memory ring
+    const bool in = e0 < KV;
+    const index_t eo = in ? e0 : 0;
+    ring_scan<D>(
+        st, c0, 1, c1 - c0, in, [&](index_t c) { return p.hbuf + (c * HV + hv) * KV + eo; },
+        [&](index_t c) {
+          if constexpr (decay_key<D>) return p.gbuf + (c * HV + hv) * K + eo / V;
+          else return p.gbuf + (c * HV + hv);
+        },
+        [&](index_t c, const float (&x)[4]) {
+          if (!in) return;
+          if constexpr (tensor_core_op<state_op_t<Dev>>) {
+            if (p.hsbuf) {  // H_c rounded to the state operand type (what chunk_output_kernel would round it to)
+              using S = state_op_t<Dev>;
+              const S t[4] = {to_op<S>(x[0]), to_op<S>(x[1]), to_op<S>(x[2]), to_op<S>(x[3])};
+              uint2 w;
+              memcpy(&w, t, 8);
+              *reinterpret_cast<uint2*>(p.hsbuf + (c * HV + hv) * KV + e0) = w;
+              return;
+            }
+          }
+          *reinterpret_cast<float4*>(p.hbuf + (c * HV + hv) * KV + e0) = make_float4(x[0], x[1], x[2], x[3]);
+        });
+  } else {  // element accesses (a thread's elements may span two key rows): a register ring of scan_depth chunks
+    float un[scan_depth][scan_per_thread], dn[scan_depth][scan_per_thread];
+    auto fetch = [&](index_t c, float (&u_)[scan_per_thread], float (&d_)[scan_per_thread]) {
+      const float* U = p.hbuf + (c * HV + hv) * KV;
 #pragma unroll
-      for (int u = 0; u < scan_per_thread; ++u) d_[u] = d;
-      return;
-    }
+      for (int u = 0; u < scan_per_thread; ++u) {
+        const index_t e = e0 + u;
+        u_[u] = e < KV ? U[e] : 0.f;
+        if constexpr (decay_key<D>) d_[u] = e < KV ? p.gbuf[(c * HV + hv) * K + e / V] : 1.f;
+        else if constexpr (decay_head<D>) d_[u] = p.gbuf[c * HV + hv];
+        else d_[u] = 1.f;
+      }
+    };
 #pragma unroll
-    for (int u = 0; u < scan_per_thread; ++u) {
-      const index_t e = e0 + u;
-      u_[u] = e < KV ? U[e] : 0.f;
-      if constexpr (decay_key<D>) d_[u] = e < KV ? p.gbuf[(c * HV + hv) * K + e / V] : 1.f;
-      else if constexpr (decay_head<D>) d_[u] = p.gbuf[c * HV + hv];
-      else d_[u] = 1.f;
-    }
-  };
+    for (int k = 0; k < scan_depth; ++k)
+      if (c0 + k < c1) fetch(c0 + k, un[k], dn[k]);
+    for (index_t cb = c0; cb < c1; cb += scan_depth) {
 #pragma unroll
-  for (int k = 0; k < scan_depth; ++k)
-    if (c0 + k < c1) fetch(c0 + k, un[k], dn[k]);
-  for (index_t cb = c0; cb < c1; cb += scan_depth) {
-#pragma unroll
-    for (int k = 0; k < scan_depth; ++k) {
-      const index_t c = cb + k;
-      if (c < c1) {
-        bool stored = false;
-        if constexpr (tensor_core_op<state_op_t<Dev>>) {
-          if (p.hsbuf) {  // H_c rounded to the state operand type (what chunk_output_kernel would round it to)
-            state_op_t<Dev>* Hs = p.hsbuf + (c * HV + hv) * KV;
-            if (v4) {
-              if (e0 < KV) {
-                const state_op_t<Dev> t[4] = {to_op<state_op_t<Dev>>(st[0]), to_op<state_op_t<Dev>>(st[1]),
-                                              to_op<state_op_t<Dev>>(st[2]), to_op<state_op_t<Dev>>(st[3])};
-                uint2 w;
-                memcpy(&w, t, 8);
-                *reinterpret_cast<uint2*>(Hs + e0) = w;
-              }
-            } else {
+      for (int k = 0; k < scan_depth; ++k) {
+        const index_t c = cb + k;
+        if (c < c1) {
+          bool stored = false;
+          if constexpr (tensor_core_op<state_op_t<Dev>>) {
+            if (p.hsbuf) {  // H_c rounded to the state operand type
+              state_op_t<Dev>* Hs = p.hsbuf + (c * HV + hv) * KV;
 #pragma unroll
               for (int u = 0; u < scan_per_thread; ++u)
                 if (e0 + u < KV) Hs[e0 + u] = to_op<state_op_t<Dev>>(st[u]);
+              stored = true;
             }
-            stored = true;
           }
-        }
-        if (!stored) {
-          float* Hc = p.hbuf + (c * HV + hv) * KV;
-          if (v4) {
-            if (e0 < KV) *reinterpret_cast<float4*>(Hc + e0) = make_float4(st[0], st[1], st[2], st[3]);
-          } else {
+          if (!stored) {
+            float* Hc = p.hbuf + (c * HV + hv) * KV;
 #pragma unroll
             for (int u = 0; u < scan_per_thread; ++u)
               if (e0 + u < KV) Hc[e0 + u] = st[u];
           }
-        }
 #pragma unroll
-        for (int u = 0; u < scan_per_thread; ++u) {
-          if constexpr (decay_none<D>) st[u] += un[k][u];
-          else st[u] = fmaf(dn[k][u], st[u], un[k][u]);
+          for (int u = 0; u < scan_per_thread; ++u) {
+            if constexpr (decay_none<D>) st[u] += un[k][u];
+            else st[u] = fmaf(dn[k][u], st[u], un[k][u]);
+          }
+          if (c + scan_depth < c1) fetch(c + scan_depth, un[k], dn[k]);
         }
-        if (c + scan_depth < c1) fetch(c + scan_depth, un[k], dn[k]);
       }
     }
   }

@@ -93,51 +93,51 @@ __global__ void __launch_bounds__(scan_threads) chunk_rscan_kernel(const chunk_b
     const index_t e = e0 + u;
     d[u] = (p.dht && e < KV) ? p.dht[sbase + e] : 0.f;
   }
-  // as the forward scan: the loads of the next scan_depth chunks (walking backwards) are in flight
-  // while this one is stored, in a ring of registers indexed statically through the unrolled loop
-  float wn[scan_depth][scan_per_thread], dn[scan_depth][scan_per_thread];
+  // as the forward scan, walking backwards: the next chunks' loads in flight (ring_scan's shared-memory
+  // ring for V % 4 == 0, else a register ring of scan_depth chunks), D_c stored over W_c
   const bool v4 = V % 4 == 0;  // a thread's four elements: one 16-byte load, one key row
   static_assert(scan_per_thread == 4);
-  auto fetch = [&](index_t c, float (&w_)[scan_per_thread], float (&d_)[scan_per_thread]) {
-    const float* Wc = p.dbuf + (c * HV + hv) * KV;
-    if (v4) {
-      const float4 x = e0 < KV ? *reinterpret_cast<const float4*>(Wc + e0) : make_float4(0.f, 0.f, 0.f, 0.f);
-      w_[0] = x.x, w_[1] = x.y, w_[2] = x.z, w_[3] = x.w;
-      float d = 1.f;
-      if constexpr (decay_key<D>) d = e0 < KV ? p.gbuf[(c * HV + hv) * K + e0 / V] : 1.f;
-      else if constexpr (decay_head<D>) d = p.gbuf[c * HV + hv];
+  if (v4) {
+    const bool in = e0 < KV;
+    const index_t eo = in ? e0 : 0;
+    ring_scan<D>(
+        d, c1 - 1, -1, c1 - c0, in, [&](index_t c) { return p.dbuf + (c * HV + hv) * KV + eo; },
+        [&](index_t c) {
+          if constexpr (decay_key<D>) return p.gbuf + (c * HV + hv) * K + eo / V;
+          else return p.gbuf + (c * HV + hv);
+        },
+        [&](index_t c, const float (&x)[4]) {
+          if (in) *reinterpret_cast<float4*>(p.dbuf + (c * HV + hv) * KV + e0) = make_float4(x[0], x[1], x[2], x[3]);
+        });
+  } else {
+    float wn[scan_depth][scan_per_thread], dn[scan_depth][scan_per_thread];
+    auto fetch = [&](index_t c, float (&w_)[scan_per_thread], float (&d_)[scan_per_thread]) {
+      const float* Wc = p.dbuf + (c * HV + hv) * KV;
 #pragma unroll
-      for (int u = 0; u < scan_per_thread; ++u) d_[u] = d;
-      return;
-    }
+      for (int u = 0; u < scan_per_thread; ++u) {
+        const index_t e = e0 + u;
+        w_[u] = e < KV ? Wc[e] : 0.f;
+        if constexpr (decay_key<D>) d_[u] = e < KV ? p.gbuf[(c * HV + hv) * K + e / V] : 1.f;
+        else if constexpr (decay_head<D>) d_[u] = p.gbuf[c * HV + hv];
+        else d_[u] = 1.f;
+      }
+    };
 #pragma unroll
-    for (int u = 0; u < scan_per_thread; ++u) {
-      const index_t e = e0 + u;
-      w_[u] = e < KV ? Wc[e] : 0.f;
-      if constexpr (decay_key<D>) d_[u] = e < KV ? p.gbuf[(c * HV + hv) * K + e / V] : 1.f;
-      else if constexpr (decay_head<D>) d_[u] = p.gbuf[c * HV + hv];
-      else d_[u] = 1.f;
-    }
-  };
+    for (int k = 0; k < scan_depth; ++k)
+      if (c1 - 1 - k >= c0) fetch(c1 - 1 - k, wn[k], dn[k]);
+    for (index_t cb = c1 - 1; cb >= c0; cb -= scan_depth) {
 #pragma unroll
-  for (int k = 0; k < scan_depth; ++k)
-    if (c1 - 1 - k >= c0) fetch(c1 - 1 - k, wn[k], dn[k]);
-  for (index_t cb = c1 - 1; cb >= c0; cb -= scan_depth) {
-#pragma unroll
-    for (int k = 0; k < scan_depth; ++k) {
-      const index_t c = cb - k;
-      if (c >= c0) {
-        float* Wc = p.dbuf + (c * HV + hv) * KV;
-        if (v4) {
-          if (e0 < KV) *reinterpret_cast<float4*>(Wc + e0) = make_float4(d[0], d[1], d[2], d[3]);
-        } else {
+      for (int k = 0; k < scan_depth; ++k) {
+        const index_t c = cb - k;
+        if (c >= c0) {
+          float* Wc = p.dbuf + (c * HV + hv) * KV;
 #pragma unroll
           for (int u = 0; u < scan_per_thread; ++u)
             if (e0 + u < KV) Wc[e0 + u] = d[u];
-        }
 #pragma unroll
-        for (int u = 0; u < scan_per_thread; ++u) d[u] = (decay_none<D>) ? d[u] + wn[k][u] : fmaf(dn[k][u], d[u], wn[k][u]);
-        if (c - scan_depth >= c0) fetch(c - scan_depth, wn[k], dn[k]);
+          for (int u = 0; u < scan_per_thread; ++u) d[u] = (decay_none<D>) ? d[u] + wn[k][u] : fmaf(dn[k][u], d[u], wn[k][u]);
+          if (c - scan_depth >= c0) fetch(c - scan_depth, wn[k], dn[k]);
+        }
       }
     }
   }
