@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 #include <vector>
@@ -73,14 +74,24 @@ struct gdn_l2 : linstate::spec<> {
   using decay = linstate::decay::gated_delta_rule<true>;
 };
 
+constexpr index_t H = 4, K = 64, V = 64;
+
+//! Whether a decode step of B sequences runs on a team of `threads` (driver.hpp's work threshold).
+bool on_team(index_t B, int threads) {
+  return linstate::cpu_detail::forward_team(B * H, threads, static_cast<double>(B * H * K * V));
+}
+
+struct step_result {
+  linstate::tensor<float> o, state;
+};
+
 //! Heap allocations of `steps` decode steps after one warm-up step, and the largest difference of
 //! the last step's o and state from linstate::forward (recurrent) over the same token and state.
+//! Returns the last step's o and state.
 template <class Spec>
-void check_decode(index_t B, int threads) {
+step_result check_decode(index_t B, int threads) {
   CAPTURE(B);
   CAPTURE(threads);
-  // K = V = 64, H = 4: B = 1 runs on the calling thread, B = 16 on a team (driver.hpp's work threshold)
-  const index_t H = 4, K = 64, V = 64;
   auto data = linstate::testing::random_inputs<Spec>({.B = B, .T = 1, .H = H, .HV = H, .K = K, .V = V}, 7);
   linstate::inputs<float> in = data.view();
   const linstate::tensor<float> h0 = data.initial_state;  // the state before every step
@@ -110,6 +121,21 @@ void check_decode(index_t B, int threads) {
   CHECK(m_o > 0.f);
   CHECK(d_o == 0.f);
   CHECK(d_s == 0.f);
+  return {std::move(o), std::move(state)};
+}
+
+bool bit_equal(const linstate::tensor<float>& a, const linstate::tensor<float>& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.numel()) * sizeof(float)) == 0;
+}
+
+//! Every decode check of one variant at B, with 1 and 2 threads; the two give the same bits.
+template <class Spec>
+void check_threads(index_t B) {
+  CAPTURE(B);
+  const step_result one = check_decode<Spec>(B, 1);
+  const step_result two = check_decode<Spec>(B, 2);
+  CHECK(bit_equal(one.o, two.o));
+  CHECK(bit_equal(one.state, two.state));
 }
 
 }  // namespace
@@ -117,12 +143,17 @@ void check_decode(index_t B, int threads) {
 TEST_CASE("decode steps allocate nothing on the heap (operator new" "/malloc counted)") {
   const std::string counted = LINSTATE_COUNT_MALLOC ? "yes" : "no (operator new only)";
   MESSAGE("malloc counted too: " << counted);
-  for (int threads : {1, 2})
-    for (index_t B : {1, 16}) {
-      check_decode<gla>(B, threads);
-      check_decode<gdn>(B, threads);
-      check_decode<gdn_l2>(B, threads);
-    }
+  // B = 1 and 16 run on the calling thread whatever the thread count (below the threshold: a step
+  // never waits on a team); B = 64 (2^20 state elements) on a team of two when two threads are given
+  CHECK(!on_team(1, 2));
+  CHECK(!on_team(16, 2));
+  CHECK(on_team(64, 2));
+  CHECK(!on_team(64, 1));
+  for (index_t B : {1, 16, 64}) {
+    check_threads<gla>(B);
+    check_threads<gdn>(B);
+    check_threads<gdn_l2>(B);
+  }
 }
 
 TEST_CASE("the allocation counter counts") {

@@ -96,12 +96,17 @@ TEST_CASE_TEMPLATE_APPLY(p1_id, all_variants);
 
 TEST_CASE_TEMPLATE("threads: results do not depend on the thread count", Spec, gla, sse_n4k1s, sse_n4w1r3, gdn) {
   const linstate::options opt = options_of<Spec>();
-  // Large enough for the driver to fork (work > 2e5), but K = V = 16 keeps every chunk product under
-  // Eigen's own OpenMP threshold: with K = V = 32, cpu{.threads = 1} lets Eigen fork a team inside
-  // each GEMM and the chunked path becomes ~1000x slower on a loaded machine (reported to the lead).
+  // Large enough for the driver to fork (work above cpu_detail::team_threshold, checked below), but
+  // K = V = 16 keeps every chunk product under Eigen's own OpenMP threshold: with K = V = 32,
+  // cpu{.threads = 1} lets Eigen fork a team inside each GEMM and the chunked path becomes ~1000x
+  // slower on a loaded machine (reported to the lead).
   for (const layout& l : {layout{"batched", {.B = 2, .T = 300, .H = 2, .HV = 4, .K = 16, .V = 16}, {}},
-                          layout{"packed", {.B = 1, .T = 300, .H = 2, .HV = 4, .K = 16, .V = 16}, {0, 120, 120, 299, 300}}}) {
+                          layout{"packed", {.B = 1, .T = 600, .H = 2, .HV = 4, .K = 16, .V = 16}, {0, 240, 240, 598, 600}}}) {
     INFO("layout: ", l.name);
+    // every token touches at least one K×V state per value head: a lower bound of the driver's work
+    const auto seqs = l.cu.empty() ? l.dims.B : static_cast<linstate::index_t>(l.cu.size()) - 1;
+    const double work = static_cast<double>(l.dims.B * l.dims.T * l.dims.HV * l.dims.K * l.dims.V);
+    CHECK(linstate::cpu_detail::forward_team(seqs * l.dims.HV, 2, work));
     const random_inputs d = make_data<Spec>(l, true, 17);
     const auto ref = linstate::reference::forward<Spec>(d.view(), opt);
     for_each_strategy([&](auto strat) {

@@ -58,6 +58,21 @@ constexpr index_t chunk_size_of() {
 //! The team size of the drivers' parallel regions: linstate::cpu_threads (backend/tags.hpp).
 inline int thread_count(const cpu& be) { return cpu_threads(be); }
 
+//! The forward driver forks a team only above this many state elements touched per call (tokens ×
+//! HV·K·V × the states each token touches; 2^19 = 2 MiB of fp32 state): below it a call, a decode step
+//! in particular, runs on the calling thread and never waits on a team. On the 2-core Zen 3 VM of
+//! issue 13, with the other core busy, a team of two did not pay at 2^19 elements (one GLA decode step
+//! at B = 4, H = 8, K = V = 128) and did from 2^20 (B = 8); below, with OpenMP's default or active
+//! wait policy, a step in a team cost about 20 ms instead of 0.1 ms (docs/benchmarks.md, "Issue 13,
+//! session 8").
+inline constexpr double team_threshold = 524288.0;
+
+//! Whether the forward driver runs a call of `tasks` (sequence, value head) tasks and `work` state
+//! elements touched on a team of `nthreads`.
+constexpr bool forward_team(index_t tasks, int nthreads, double work) {
+  return tasks > 1 && nthreads > 1 && work > team_threshold;
+}
+
 //! Called first inside the drivers' parallel regions: the kernels' Eigen products must stay on the
 //! calling thread. Without it, a team of one (threads = 1, or work below the threshold) is an
 //! inactive region and Eigen would fork a nested team for every small product. The setting is local
@@ -147,12 +162,12 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
   const source<Scalar> main_src{in.q.data, in.k.data, in.g.data, in.beta.data, in.v.data};
   const source<Scalar> shared_src{in.shared.q.data, in.shared.k.data, in.shared.g.data, in.shared.beta.data, in.v.data};
   const index_t tasks = S * HV;
-  // Threads pay only when there is enough work to amortise the fork and join (a few µs): about
-  // one K×V state update per thread. `work` counts state elements touched.
+  // Threads pay only when there is enough work to amortise the fork and join (team_threshold).
+  // `work` counts state elements touched.
   const double states_per_token = routed ? (pb.shared ? 1.0 : 0.0) + std::max(pb.kw, pb.kr) : static_cast<double>(P);
   const double work = static_cast<double>(pb.tokens()) * static_cast<double>(HV * K * V) * states_per_token;
   const int nthreads = thread_count(be);
-  const bool parallel = tasks > 1 && nthreads > 1 && work > 4.0e4;
+  const bool parallel = forward_team(tasks, nthreads, work);
   (void)nthreads;
   (void)parallel;
   // One partition that sees every token (GLA, GDN and the other single-state variants), chunked:
