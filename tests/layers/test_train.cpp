@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <linstate/layers.hpp>
 #include <linstate/layers/model.hpp>
@@ -17,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -206,6 +210,72 @@ TEST_CASE("cross_entropy: hand-computed values, ignore_index, huge logits") {
   CHECK(d[6] == doctest::Approx(0.0).epsilon(1e-6));
   const std::vector<std::int32_t> none = {ly::ignore_index, ly::ignore_index, ly::ignore_index};
   CHECK(ly::cross_entropy<float>(logits.data(), none, 3, d.data()).ce == 0.0);
+}
+
+TEST_CASE("cross_entropy: the parallel row loop (several threads) equals one thread and the fp64 reference") {
+  // M·C = 256·300 > 32768: large enough for cross_entropy's OpenMP row loop. Session 7 fixed a crash of
+  // that loop (each worker thread wrote its own empty thread_local row buffer) that no test reached.
+  const index_t M = 256, C = 300;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 3.f);
+  std::uniform_int_distribution<std::int32_t> cls(0, static_cast<std::int32_t>(C) - 1);
+  std::vector<float> logits(static_cast<std::size_t>(M * C));
+  for (float& x : logits) x = nd(rng);
+  std::vector<std::int32_t> t(static_cast<std::size_t>(M));
+  for (index_t m = 0; m < M; ++m) t[static_cast<std::size_t>(m)] = m % 7 == 3 ? ly::ignore_index : cls(rng);
+  const double scale = 0.5;
+  // fp64 reference
+  std::int64_t count = 0;
+  double ce = 0;
+  std::vector<double> dref(logits.size(), 0.0);
+  for (index_t m = 0; m < M; ++m) count += t[static_cast<std::size_t>(m)] != ly::ignore_index;
+  for (index_t m = 0; m < M; ++m) {
+    const std::int32_t tm = t[static_cast<std::size_t>(m)];
+    if (tm == ly::ignore_index) continue;
+    const float* l = logits.data() + m * C;
+    double mx = l[0], s = 0;
+    for (index_t c = 1; c < C; ++c) mx = std::max(mx, static_cast<double>(l[c]));
+    for (index_t c = 0; c < C; ++c) s += std::exp(static_cast<double>(l[c]) - mx);
+    ce += std::log(s) + mx - l[tm];
+    for (index_t c = 0; c < C; ++c)
+      dref[static_cast<std::size_t>(m * C + c)] = (std::exp(static_cast<double>(l[c]) - mx) / s - (c == tm)) * scale / count;
+  }
+  ce /= static_cast<double>(count);
+
+  auto run = [&](int threads, std::vector<float>& d) {
+#if defined(_OPENMP)
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+#endif
+    d.assign(logits.size(), 7.f);
+    const auto r = ly::cross_entropy<float>(logits.data(), t, C, d.data(), scale);
+#if defined(_OPENMP)
+    omp_set_num_threads(before);
+#endif
+    return r;
+  };
+#if !defined(_OPENMP)
+  MESSAGE("built without OpenMP: the row loop runs on one thread only");
+#endif
+  std::vector<float> d1, d3;
+  const auto r1 = run(1, d1);
+  const auto r3 = run(3, d3);  // more threads than rows per thread would need, and than a 2-core machine has
+  CHECK(r1.count == count);
+  CHECK(r3.count == count);
+  CHECK(r1.ce == doctest::Approx(ce).epsilon(1e-6));
+  CHECK(r3.ce == r1.ce);  // rows are independent and summed in row order: the same bits
+  CHECK(r3.total == r1.total);
+  CHECK(std::memcmp(d1.data(), d3.data(), d1.size() * sizeof(float)) == 0);
+  double err = 0;
+  for (std::size_t i = 0; i < d3.size(); ++i) err = std::max(err, std::abs(static_cast<double>(d3[i]) - dref[i]));
+  CHECK(err <= 1e-8);  // |dlogits| ≤ scale / count ≈ 2.3e-3 here; fp32 rounding of that is ~1e-10
+  for (index_t c = 0; c < C; ++c) CHECK(d3[static_cast<std::size_t>(3 * C + c)] == 0.f);  // row 3 is ignored
+  // the calling thread's kept row buffer still serves a later, smaller call
+  const std::vector<std::int32_t> t2(t.begin(), t.begin() + 2);
+  std::vector<float> d2(static_cast<std::size_t>(2 * C));
+  const auto r2 = ly::cross_entropy<float>(logits.data(), t2, C, d2.data());
+  CHECK(r2.count == 2);
+  CHECK(std::isfinite(r2.ce));
 }
 
 TEST_CASE("adamw: two steps against a hand computation (bias correction, decoupled decay, no decay on norms)") {
