@@ -3,6 +3,7 @@
 # Eigen's GEMM at the chunk's shapes is the limit. Builds, with the release flags of the meson build
 # (-O3 -march=native -fopenmp -DNDEBUG), into BUILD_DIR:
 #   phase_profile            bench/phase_profile.cpp with LINSTATE_PHASE_TIMERS=1 (the kernels' lap timers)
+#   train_profile            bench/train_profile.cpp, the same for GLA's forward and backward (training, item 4)
 #   gemm_shapes_openblas     bench/gemm_shapes.cpp against OpenBLAS (Debian libopenblas-dev), if present
 #   gemm_shapes_blis         the same against BLIS (Debian libblis-openmp-dev), if present
 #   gemm_shapes              Eigen only, when neither is installed
@@ -27,6 +28,7 @@ build() {  # build OUT SRC [extra flags...]
 }
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} OPENBLAS_NUM_THREADS=1 BLIS_NUM_THREADS=1
 build "$out/phase_profile" "$root/bench/phase_profile.cpp" -DLINSTATE_PHASE_TIMERS=1
+build "$out/train_profile" "$root/bench/train_profile.cpp" -DLINSTATE_PHASE_TIMERS=1
 blas=0
 if pkg-config --exists openblas; then
   build "$out/gemm_shapes_openblas" "$root/bench/gemm_shapes.cpp" -DLINSTATE_CBLAS=1 \
@@ -43,6 +45,7 @@ fi
 (( blas )) || build "$out/gemm_shapes" "$root/bench/gemm_shapes.cpp"
 echo "# $(uptime)"
 "$out/phase_profile" "$@"
+echo; "$out/train_profile" --threads=2
 for b in "$out"/gemm_shapes_openblas "$out"/gemm_shapes_blis "$out"/gemm_shapes; do
   [[ -x $b ]] && { echo; echo "\$ $b"; "$b"; }
 done

@@ -1,5 +1,5 @@
 // linstate/detail/phase_timer.hpp — where the CPU chunked kernels spend their time, per phase
-// (issue 13, item 5). Compiled out unless LINSTATE_PHASE_TIMERS is defined to 1: then
+// (issue 13, items 4 and 5: run_chunked, run_chunked_delta, run_chunked_backward). Compiled out unless LINSTATE_PHASE_TIMERS is defined to 1: then
 // LINSTATE_PHASE_START opens a lap at the top of a chunk and LINSTATE_PHASE(p) charges the time since
 // the previous mark to phase p, summed over every thread of the process (relaxed atomics, a few adds
 // per chunk). The clock is the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), so time the thread

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "backward_kernels.hpp"
+#include "gemm.hpp"
 
 namespace linstate::cpu_detail {
 
@@ -63,7 +64,9 @@ struct chunk_bwd_scratch {
   Eigen::VectorXf adiag;               // [C] dA_tt
   RowVec gamma, egamma, acc, ex, rq, rk;
   RowMat D;                    // [K,V] ∂L/∂(state leaving the current chunk)
-  std::vector<float> states;   // [NC+1, K, V] chunk-boundary states H_0 … H_NC
+  RowMat DT;                   // [V,K] Dᵀ
+  RowMat VT, KT;               // [V,C] Vᵀ, [K,C] (K̃ ⊙ e^{−Γ})ᵀ or K̃ᵀ: the right operands of dA and A
+  std::vector<float> states;   // [NC+1, V, K] chunk-boundary states, transposed: H_0ᵀ … H_NCᵀ
   void reserve(index_t C, index_t K, index_t V) {
     G.resize(C, K), grow.resize(K);
     for (RowMat* x : {&Qr, &Kr, &Q, &Kt, &E, &Ei, &Egd, &Qg, &Kinv, &Kd, &dQi, &dQs, &dKi, &dKs, &DG, &T, &X})
@@ -72,7 +75,7 @@ struct chunk_bwd_scratch {
     Vc.resize(C, V), dO.resize(C, V), dV.resize(C, V);
     A.resize(C, C), dA.resize(C, C);
     gamma.resize(K), egamma.resize(K), acc.resize(K), ex.resize(K);
-    D.resize(K, V);
+    D.resize(K, V), DT.resize(V, K), VT.resize(V, C), KT.resize(K, C);
   }
 };
 
@@ -176,7 +179,18 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, KV = K * V, GW = pb.gate_width();
   const index_t NC = (st.n + C - 1) / C;
   if (sc.states.size() < static_cast<std::size_t>((NC + 1) * KV)) sc.states.resize(static_cast<std::size_t>((NC + 1) * KV));
-  auto state = [&](index_t n) { return Eigen::Map<RowMat>(sc.states.data() + n * KV, K, V); };
+  // the chunk-boundary states are kept transposed, H_nᵀ [V,K]: every product that reads or writes them
+  // then takes row-major operands as they are (gemm.hpp's C = A·B with B row-major)
+  auto stateT = [&](index_t n) { return Eigen::Map<RowMat>(sc.states.data() + n * KV, V, K); };
+  // gemm.hpp's products on AVX2 (Eigen's elsewhere): C (mm×nn) = / += A·B, A through strides, B row-major
+#if LINSTATE_GEMM_AVX2
+  auto mul = [](auto md, index_t mm, index_t nn, index_t kk, const float* a, index_t rsa, index_t csa, const float* b,
+                index_t ldb, float* c, index_t ldc) {
+    gemm::product<decltype(md)::value>(mm, nn, kk, a, rsa, csa, b, ldb, c, ldc);
+  };
+  using set_t = std::integral_constant<int, gemm::set>;
+  using add_t = std::integral_constant<int, gemm::add>;
+#endif
   if (tg.dcw) std::fill(tg.dcw, tg.dcw + st.n, 0.f);
   if (tg.dcr) std::fill(tg.dcr, tg.dcr + st.n, 0.f);
 
@@ -238,16 +252,18 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
 
   // ---- forward over chunks: H_0 … H_NC (SPEC §2.3 step 1) ----
   {
-    auto H0 = state(0);
-    if (tg.h0) H0 = Eigen::Map<const RowMat>(tg.h0, K, V);
+    auto H0 = stateT(0);
+    if (tg.h0) H0 = Eigen::Map<const RowMat>(tg.h0, K, V).transpose();
     else H0.setZero();
   }
   for (index_t n = 0; n < NC; ++n) {
     const index_t c0 = n * C, m = std::min(C, st.n - c0);
-    auto Hn = state(n);
-    auto Hn1 = state(n + 1);
+    auto Hn = stateT(n);
+    auto Hn1 = stateT(n + 1);
     bool any_w, any_r;
+    LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
     load_chunk(c0, m, false, any_w, any_r);
+    LINSTATE_PHASE(staging);
     if (!any_w) {  // frozen: H_{n+1} = H_n bit for bit
       Hn1 = Hn;
       continue;
@@ -260,12 +276,20 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
       exp_into(Kd, G, -1., G.row(m - 1).data(), 1.);  // K̃ ⊙ e^{γ−Γ}
       Kd.array() *= Kt.array();
       exp_into(sc.egamma, G.row(m - 1), 1.);
-      for (index_t a = 0; a < K; ++a) Hn1.row(a) = Hn.row(a) * sc.egamma(a);
-      Hn1.noalias() += Kd.transpose() * Vc;
+      LINSTATE_PHASE(exps);
+      for (index_t v = 0; v < V; ++v) Hn1.row(v) = Hn.row(v).cwiseProduct(sc.egamma);  // (diag(e^{γ}) H)ᵀ
+      LINSTATE_PHASE(other);
     } else {
       Hn1 = Hn;
-      Hn1.noalias() += Kt.transpose() * Vc;
     }
+    // H_{n+1}ᵀ += Vᵀ (K̃ ⊙ e^{γ−Γ})  (K̃ without decay)
+    const auto& Kx = decays ? sc.Kd : sc.Kt;
+#if LINSTATE_GEMM_AVX2
+    mul(add_t{}, V, K, m, Vc.data(), 1, Vc.outerStride(), Kx.data(), Kx.outerStride(), Hn1.data(), K);
+#else
+    Hn1.noalias() += Vc.transpose() * Kx.topRows(m);
+#endif
+    LINSTATE_PHASE(gemm);
   }
 
   // ---- reverse over chunks ----
@@ -275,10 +299,12 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
   for (index_t n = NC - 1; n >= 0; --n) {
     const index_t c0 = n * C, m = std::min(C, st.n - c0);
     bool any_w, any_r;
+    LINSTATE_PHASE_START;
     load_chunk(c0, m, true, any_w, any_r);
+    LINSTATE_PHASE(staging);
     if (!any_w && !any_r) continue;  // frozen and unread: D passes through unchanged
     const bool both = any_w && any_r;
-    auto Hn = state(n);
+    auto HnT = stateT(n);
     auto Q = sc.Q.topRows(m);
     auto Kt = sc.Kt.topRows(m);
     auto Vc = sc.Vc.topRows(m);
@@ -307,37 +333,63 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
       Kd = Kt.cwiseProduct(Egd);
       if (any_r) Qg = Q.cwiseProduct(E);
     }
+    LINSTATE_PHASE(exps);
     // Q̃ ⊙ e^{Γ} and K̃ ⊙ e^{γ−Γ} (Q̃ and K̃ themselves when nothing decays)
     const Eigen::Ref<const RowMat> Qx = decayed ? Eigen::Ref<const RowMat>(Qg) : Eigen::Ref<const RowMat>(Q);
     const Eigen::Ref<const RowMat> Kx = decayed ? Eigen::Ref<const RowMat>(Kd) : Eigen::Ref<const RowMat>(Kt);
 
     // -- (d) inter part of dQ̃: e^{Γ_t} ⊙ (H dO_t) --
     if (any_r) {
-      dQi.noalias() = dO * Hn.transpose();
+#if LINSTATE_GEMM_AVX2
+      mul(set_t{}, m, K, V, dO.data(), dO.outerStride(), 1, HnT.data(), K, dQi.data(), dQi.outerStride());
+#else
+      dQi.noalias() = dO * HnT;
+#endif
+      LINSTATE_PHASE(gemm);
       if (decayed) dQi.array() *= E.array();
+      LINSTATE_PHASE(exps);
     }
     // -- (b) dA; (d) intra parts of dQ̃, dK̃ with dA strictly lower (the diagonal dA_tt is added
     //    element-wise: it cancels exactly in dg, see (e)); A (lower incl. diagonal) for (c) --
     if (both) {
+#if LINSTATE_GEMM_AVX2
+      sc.VT.leftCols(m) = Vc.transpose();
+      mul(set_t{}, m, m, V, dO.data(), dO.outerStride(), 1, sc.VT.data(), sc.VT.outerStride(), dA.data(), dA.outerStride());
+#else
       dA.noalias() = dO * Vc.transpose();
+#endif
       adiag = dA.diagonal();
       dA.template triangularView<Eigen::Upper>().setZero();
-      if (!decayed) {
-        A.noalias() = Q * Kt.transpose();
-        A.template triangularView<Eigen::StrictlyUpper>().setZero();
-        dQs.noalias() = dA * Kt;              // Σ_{j<t} dA_tj k̃_j
-        dKs.noalias() = dA.transpose() * Q;   // Σ_{t>j} dA_tj q̃_t
-      } else if (one_gemm) {
+      if (!decayed || one_gemm) {
+        // without decay:  A = Q̃ K̃ᵀ,  dQ̃^s = dA K̃ = Σ_{j<t} dA_tj k̃_j,  dK̃^s = dAᵀ Q̃ = Σ_{t>j} dA_tj q̃_t;
+        // with (one GEMM): the same with K̃ ⊙ e^{−Γ} and Q̃ ⊙ e^{Γ}, the factors e^{Γ_t}, e^{−Γ_j} applied after
+        //   A = (Q̃ ⊙ e^{Γ})(K̃ ⊙ e^{−Γ})ᵀ (e^{Γ_t−Γ_j} ≤ 1 where kept, j ≤ t),
+        //   dQ̃^s = e^{Γ_t} ⊙ Σ_{j<t} dA_tj k̃_j e^{−Γ_j},  dK̃^s = e^{−Γ_j} ⊙ Σ_{t>j} dA_tj q̃_t e^{Γ_t}
         auto Kinv = sc.Kinv.topRows(m);
         auto Ei = sc.Ei.topRows(m);
-        exp_into(Ei, G, -1.);  // e^{−Γ} ≤ e^{span}
-        Kinv = Kt.cwiseProduct(Ei);
-        A.noalias() = Qg * Kinv.transpose();    // e^{Γ_t−Γ_j} ≤ 1 where kept (j ≤ t)
+        if (decayed) {
+          LINSTATE_PHASE(gemm);
+          exp_into(Ei, G, -1.);  // e^{−Γ} ≤ e^{span}
+          Kinv = Kt.cwiseProduct(Ei);
+          LINSTATE_PHASE(exps);
+        }
+        const auto& Kl = decayed ? sc.Kinv : sc.Kt;  // the left/right key operand, [C,K]
+        const auto& Ql = decayed ? sc.Qg : sc.Q;
+#if LINSTATE_GEMM_AVX2
+        sc.KT.leftCols(m) = Kl.topRows(m).transpose();
+        mul(set_t{}, m, m, K, Ql.data(), Ql.outerStride(), 1, sc.KT.data(), sc.KT.outerStride(), A.data(), A.outerStride());
+        mul(set_t{}, m, K, m, dA.data(), dA.outerStride(), 1, Kl.data(), Kl.outerStride(), dQs.data(), dQs.outerStride());
+        mul(set_t{}, m, K, m, dA.data(), 1, dA.outerStride(), Ql.data(), Ql.outerStride(), dKs.data(), dKs.outerStride());
+#else
+        A.noalias() = Ql.topRows(m) * Kl.topRows(m).transpose();
+        dQs.noalias() = dA * Kl.topRows(m);
+        dKs.noalias() = dA.transpose() * Ql.topRows(m);
+#endif
         A.template triangularView<Eigen::StrictlyUpper>().setZero();
-        dQs.noalias() = dA * Kinv;              // e^{Γ_t} ⊙ Σ_{j<t} dA_tj k̃_j e^{−Γ_j}
-        dQs.array() *= E.array();
-        dKs.noalias() = dA.transpose() * Qg;    // e^{−Γ_j} ⊙ Σ_{t>j} dA_tj q̃_t e^{Γ_t}
-        dKs.array() *= Ei.array();
+        if (decayed) {
+          dQs.array() *= E.array();
+          dKs.array() *= Ei.array();
+        }
       } else {
         dQs.setZero();
         dKs.setZero();
@@ -346,9 +398,16 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     }
     // -- (c) dV = Aᵀ dO + (K̃ ⊙ e^{γ−Γ}) D ;  (d) inter part of dK̃: e^{γ−Γ_j} ⊙ (D v_j) --
     if (any_w) {
+      sc.DT = Dm.transpose();
+#if LINSTATE_GEMM_AVX2
+      mul(set_t{}, m, V, K, Kx.data(), Kx.outerStride(), 1, Dm.data(), V, dV.data(), dV.outerStride());
+      if (any_r) mul(add_t{}, m, V, m, A.data(), 1, A.outerStride(), dO.data(), dO.outerStride(), dV.data(), dV.outerStride());
+      mul(set_t{}, m, K, V, Vc.data(), Vc.outerStride(), 1, sc.DT.data(), K, dKi.data(), dKi.outerStride());
+#else
       dV.noalias() = Kx * Dm;
       if (any_r) dV.noalias() += A.transpose() * dO;
-      dKi.noalias() = Vc * Dm.transpose();
+      dKi.noalias() = Vc * sc.DT;
+#endif
       if (decayed) dKi.array() *= Egd.array();
     }
     // -- (e) dg. SPEC's dg_u = Σ_{t≥u} r_t + c_n with r_t = q̃⊙dQ̃ − k̃⊙dK̃ loses digits when decays are
@@ -357,9 +416,10 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     //    c_n − Σ_{t≥u} k̃_t⊙dK̃^inter_t = e^{γ}⊙rowsum(H_n⊙D) + Σ_{j<u} k̃_j⊙dK̃^inter_j. Hence
     //      dg_u = Σ_{t≥u} [q̃_t⊙(dQ̃^s_t + dQ̃^i_t) − k̃_t⊙dK̃^s_t] + Σ_{j<u} k̃_j⊙dK̃^i_j + e^{γ}⊙rowsum(H_n⊙D)
     //    (s: strictly intra, i: inter): a reverse and a forward cumulative sum over the chunk. --
+    LINSTATE_PHASE(gemm);
     auto DG = sc.DG.topRows(m);
     if (decays && any_w) {
-      sc.acc = (Hn.cwiseProduct(Dm).rowwise().sum()).transpose();
+      sc.acc = HnT.cwiseProduct(sc.DT).colwise().sum();  // rowsum(H ⊙ D)
       sc.acc.array() *= sc.gamma.array().exp();
       for (index_t i = 0; i < m; ++i) {  // forward exclusive cumsum of k̃ ⊙ dK̃^i
         DG.row(i) = sc.acc;
@@ -376,6 +436,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
         DG.row(i) += sc.acc;
       }
     }
+    LINSTATE_PHASE(other);
     // -- raw-input gradients of the chunk's steps: dQ̃ = dQ̃^i + dQ̃^s + dA_tt k̃_t,
     //    dK̃ = dK̃^i + dK̃^s + dA_tt q̃_t --
     for (index_t i = 0; i < m; ++i) {
@@ -403,12 +464,21 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
         }
       }
     }
+    LINSTATE_PHASE(store);
     // -- (a) D_{n−1} = diag(e^{γ}) D + (Q̃ ⊙ e^{Γ})ᵀ dO --
     if (decayed) {
       sc.egamma = sc.gamma.array().exp();
       for (index_t a = 0; a < K; ++a) Dm.row(a) *= sc.egamma(a);
     }
-    if (any_r) Dm.noalias() += Qx.transpose() * dO;
+    LINSTATE_PHASE(other);
+    if (any_r) {
+#if LINSTATE_GEMM_AVX2
+      mul(add_t{}, K, V, m, Qx.data(), 1, Qx.outerStride(), dO.data(), dO.outerStride(), Dm.data(), V);
+#else
+      Dm.noalias() += Qx.transpose() * dO;
+#endif
+    }
+    LINSTATE_PHASE(gemm);
   }
   if (tg.dh0) Eigen::Map<RowMat>(tg.dh0, K, V) = Dm;
 }
