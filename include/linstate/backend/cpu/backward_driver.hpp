@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "backward_kernels.hpp"
@@ -75,6 +76,13 @@ void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<
   const bool parallel = tasks > 1 && nthreads > 1;
   (void)nthreads, (void)parallel;
   const index_t segment = chunk > 0 ? chunk : 64;
+  // The GLA family's chunked backward with one partition that every token reads and writes, fp32
+  // gradients and one value head per key head: each gradient row is written once, by the task of its
+  // head, straight into the caller's tensors (no per-task fp32 rows to zero, add into and copy out).
+  bool direct = false;
+  if constexpr (std::is_same_v<Scalar, float> && !generic && !is_delta<D>)
+    direct = chunk > 0 && P == 1 && !routed && !pb.shared && G == 1 && !gr.q.empty() && !gr.k.empty() && !gr.v.empty() &&
+             (pb.gate_width() == 0 || !gr.g.empty());
 
 #if LINSTATE_HAS_OPENMP
 #pragma omp parallel num_threads(nthreads) if (parallel)
@@ -101,6 +109,23 @@ void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<
       const index_t s = task / H, h = task % H;
       const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
       const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
+      if constexpr (std::is_same_v<Scalar, float> && !generic && !is_delta<D>) {
+        if (direct) {
+          const index_t hv = h, off = (s * HV + hv) * K * V;
+          bwd_target<Scalar> tg;
+          tg.h = h, tg.hv = hv, tg.tok0 = tok0, tg.dO = dout.o.data;
+          tg.h0 = in.initial_state.empty() ? nullptr : in.initial_state.data + off;
+          tg.dht = dout.final_state.empty() ? nullptr : dout.final_state.data + off;
+          tg.dh0 = gr.initial_state.empty() ? nullptr : gr.initial_state.data + off;
+          tg.dq = gr.q.data + (tok0 * H + h) * K, tg.ld_q = H * K;
+          tg.dk = gr.k.data + (tok0 * H + h) * K, tg.ld_k = H * K;
+          tg.dv = gr.v.data + (tok0 * HV + hv) * V, tg.ld_v = HV * V;
+          if (!gr.g.empty()) tg.dg = gr.g.data + (tok0 * HV + hv) * gk, tg.ld_g = HV * gk;
+          tg.assign = true;  // dcw, dcr: null (no router)
+          run_chunked_backward<D>(pb, main_src, partition_stream(pb, s, 0, routed, rs), tg, chunk, csc);
+          continue;
+        }
+      }
       const bool small = static_cast<std::size_t>(len * std::max({K, V, gk})) <= acc_buffer::small;
       backward_task_buffers& tb = small ? thread_scratch<backward_task_buffers>() : own;
       auto& dq = tb.dq;

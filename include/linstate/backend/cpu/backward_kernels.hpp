@@ -35,6 +35,12 @@ struct bwd_target {
   float* dcw = nullptr;         // [n] out: ∂L/∂(write weight) of each step (0 where not written)
   float* dcr = nullptr;         // [n] out: ∂L/∂(read weight) of each step (0 where not read)
   index_t tok0 = 0;
+  // run_chunked_backward only: the row strides of dq, dk, dv, dg (0: dense rows of K, K, V and the
+  // gate width) and `assign`: its rows are written (=) instead of added (+=). The backward driver sets
+  // them when it points dq … dg straight into the caller's fp32 gradient tensors (one partition that
+  // every step reads and writes: each row is written exactly once).
+  index_t ld_q = 0, ld_k = 0, ld_v = 0, ld_g = 0;
+  bool assign = false;
 };
 
 //! x̂ = x / sqrt(Σx² + 1e-6):  dx = dx̂ / n − x ⟨x, dx̂⟩ / n³   (into dx, accumulating)

@@ -439,6 +439,12 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     LINSTATE_PHASE(other);
     // -- raw-input gradients of the chunk's steps: dQ̃ = dQ̃^i + dQ̃^s + dA_tt k̃_t,
     //    dK̃ = dK̃^i + dK̃^s + dA_tt q̃_t --
+    const index_t lq = tg.ld_q ? tg.ld_q : K, lk = tg.ld_k ? tg.ld_k : K, lv = tg.ld_v ? tg.ld_v : V;
+    const index_t lg = tg.ld_g ? tg.ld_g : (decay_key<D> ? K : 1);
+    auto put = [&](float* dst, const auto& x) {  // dst row (+)= x
+      if (tg.assign) Eigen::Map<RowVec>(dst, x.size()) = x;
+      else Eigen::Map<RowVec>(dst, x.size()) += x;
+    };
     for (index_t i = 0; i < m; ++i) {
       const index_t s = c0 + i;
       const std::uint8_t f = st.flag(s);
@@ -446,21 +452,22 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
       if (f & detail::route_read) {
         sc.rq = dQi.row(i);
         if (any_w) sc.rq += dQs.row(i) + adiag(i) * Kt.row(i);
-        Eigen::Map<RowVec>(tg.dq + tl * K, K) += (pb.scale * st.wgt_r(s)) * sc.rq;
+        put(tg.dq + tl * lq, (pb.scale * st.wgt_r(s)) * sc.rq);
         if (tg.dcr) tg.dcr[s] = pb.scale * sc.Qr.row(i).dot(sc.rq);
       }
       if (f & detail::route_write) {
         sc.rk = dKi.row(i);
         if (any_r) sc.rk += dKs.row(i) + adiag(i) * Q.row(i);
-        Eigen::Map<RowVec>(tg.dk + tl * K, K) += st.wgt_w(s) * sc.rk;
+        put(tg.dk + tl * lk, st.wgt_w(s) * sc.rk);
         if (tg.dcw) tg.dcw[s] = sc.Kr.row(i).dot(sc.rk);
-        Eigen::Map<RowVec>(tg.dv + tl * V, V) += dV.row(i);
+        put(tg.dv + tl * lv, dV.row(i));
         if constexpr (decays)
           if (floored) floor_gradient<D>(src.g + (st.tok(s) * HV + tg.hv) * GW, DG.row(i), sc.grow);
         if constexpr (decay_key<D>) {
-          Eigen::Map<RowVec>(tg.dg + tl * K, K) += DG.row(i);
+          put(tg.dg + tl * lg, DG.row(i));
         } else if constexpr (decay_head<D>) {
-          tg.dg[tl] += DG.row(i).sum();
+          if (tg.assign) tg.dg[tl * lg] = DG.row(i).sum();
+          else tg.dg[tl * lg] += DG.row(i).sum();
         }
       }
     }
