@@ -67,3 +67,58 @@ TEST_CASE("gemm::product against an fp64 loop (every tile remainder, modes, tran
           check<gm::sub>(m, n, k, tr, rng);
         }
 }
+
+namespace {
+//! The triangular shapes against the full product of the same operands: a_lower / a_upper on an A that
+//! is zero where the shape says (then C is the full product's, bit for bit), c_lower on its lower
+//! triangle with the diagonal (the rest of C is not compared).
+template <int Mode, int Shape>
+void check_shape(index_t m, index_t n, index_t k, bool transposed, std::mt19937& rng) {
+  CAPTURE(m);
+  CAPTURE(n);
+  CAPTURE(k);
+  CAPTURE(transposed);
+  const int mode = Mode, shape = Shape;
+  CAPTURE(mode);
+  CAPTURE(shape);
+  std::normal_distribution<float> nd;
+  const index_t lda = (transposed ? m : k) + 3, ldb = n + 5, ldc = n + 2;
+  std::vector<float> a(static_cast<std::size_t>((transposed ? k : m) * lda)), b(static_cast<std::size_t>(k * ldb)),
+      c(static_cast<std::size_t>(m * ldc));
+  const index_t rsa = transposed ? 1 : lda, csa = transposed ? lda : 1;
+  for (float& x : a) x = nd(rng);
+  for (index_t i = 0; i < m; ++i)
+    for (index_t p = 0; p < k; ++p) {
+      const bool zero = (Shape == gm::a_lower && p > i) || (Shape == gm::a_upper && p < i);
+      if (zero) a[static_cast<std::size_t>(i * rsa + p * csa)] = 0.f;
+    }
+  for (float& x : b) x = nd(rng);
+  for (float& x : c) x = nd(rng);
+  std::vector<float> want = c;
+  gm::product<Mode>(m, n, k, a.data(), rsa, csa, b.data(), ldb, want.data(), ldc);
+  gm::product<Mode, Shape>(m, n, k, a.data(), rsa, csa, b.data(), ldb, c.data(), ldc);
+  index_t differ = 0;
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) {
+      if (Shape == gm::c_lower && j > i) continue;
+      const std::size_t at = static_cast<std::size_t>(i * ldc + j);
+      differ += c[at] != want[at];
+    }
+  CHECK(differ == 0);
+}
+}  // namespace
+
+TEST_CASE("gemm::product's triangular shapes equal the full product where they promise to") {
+  std::mt19937 rng(12);
+  for (index_t m : {1, 5, 6, 7, 13, 64})
+    for (index_t n : {1, 8, 17, 64, 128})
+      for (index_t k : {1, 7, 64, 128})
+        for (bool tr : {false, true}) {
+          check_shape<gm::set, gm::a_lower>(m, n, k, tr, rng);
+          check_shape<gm::add, gm::a_lower>(m, n, k, tr, rng);
+          check_shape<gm::set, gm::a_upper>(m, n, k, tr, rng);
+          check_shape<gm::add, gm::a_upper>(m, n, k, tr, rng);
+          check_shape<gm::set, gm::c_lower>(m, n, k, tr, rng);
+          check_shape<gm::sub, gm::c_lower>(m, n, k, tr, rng);
+        }
+}

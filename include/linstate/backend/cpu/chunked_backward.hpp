@@ -188,8 +188,16 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
                 index_t ldb, float* c, index_t ldc) {
     gemm::product<decltype(md)::value>(mm, nn, kk, a, rsa, csa, b, ldb, c, ldc);
   };
+  // the chunk's causal matrices are triangular (gemm::shape): only the needed tiles and depths are formed
+  auto tri = [](auto md, auto sh, index_t mm, index_t nn, index_t kk, const float* a, index_t rsa, index_t csa, const float* b,
+                index_t ldb, float* c, index_t ldc) {
+    gemm::product<decltype(md)::value, decltype(sh)::value>(mm, nn, kk, a, rsa, csa, b, ldb, c, ldc);
+  };
   using set_t = std::integral_constant<int, gemm::set>;
   using add_t = std::integral_constant<int, gemm::add>;
+  using c_lower = std::integral_constant<int, gemm::c_lower>;    // only C's lower triangle (diagonal included)
+  using a_lower = std::integral_constant<int, gemm::a_lower>;    // A lower triangular
+  using a_upper = std::integral_constant<int, gemm::a_upper>;    // A upper triangular
 #endif
   if (tg.dcw) std::fill(tg.dcw, tg.dcw + st.n, 0.f);
   if (tg.dcr) std::fill(tg.dcr, tg.dcr + st.n, 0.f);
@@ -354,7 +362,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     if (both) {
 #if LINSTATE_GEMM_AVX2
       sc.VT.leftCols(m) = Vc.transpose();
-      mul(set_t{}, m, m, V, dO.data(), dO.outerStride(), 1, sc.VT.data(), sc.VT.outerStride(), dA.data(), dA.outerStride());
+      tri(set_t{}, c_lower{}, m, m, V, dO.data(), dO.outerStride(), 1, sc.VT.data(), sc.VT.outerStride(), dA.data(), dA.outerStride());
 #else
       dA.noalias() = dO * Vc.transpose();
 #endif
@@ -377,9 +385,9 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
         const auto& Ql = decayed ? sc.Qg : sc.Q;
 #if LINSTATE_GEMM_AVX2
         sc.KT.leftCols(m) = Kl.topRows(m).transpose();
-        mul(set_t{}, m, m, K, Ql.data(), Ql.outerStride(), 1, sc.KT.data(), sc.KT.outerStride(), A.data(), A.outerStride());
-        mul(set_t{}, m, K, m, dA.data(), dA.outerStride(), 1, Kl.data(), Kl.outerStride(), dQs.data(), dQs.outerStride());
-        mul(set_t{}, m, K, m, dA.data(), 1, dA.outerStride(), Ql.data(), Ql.outerStride(), dKs.data(), dKs.outerStride());
+        tri(set_t{}, c_lower{}, m, m, K, Ql.data(), Ql.outerStride(), 1, sc.KT.data(), sc.KT.outerStride(), A.data(), A.outerStride());
+        tri(set_t{}, a_lower{}, m, K, m, dA.data(), dA.outerStride(), 1, Kl.data(), Kl.outerStride(), dQs.data(), dQs.outerStride());
+        tri(set_t{}, a_upper{}, m, K, m, dA.data(), 1, dA.outerStride(), Ql.data(), Ql.outerStride(), dKs.data(), dKs.outerStride());
 #else
         A.noalias() = Ql.topRows(m) * Kl.topRows(m).transpose();
         dQs.noalias() = dA * Kl.topRows(m);
@@ -401,7 +409,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
       sc.DT = Dm.transpose();
 #if LINSTATE_GEMM_AVX2
       mul(set_t{}, m, V, K, Kx.data(), Kx.outerStride(), 1, Dm.data(), V, dV.data(), dV.outerStride());
-      if (any_r) mul(add_t{}, m, V, m, A.data(), 1, A.outerStride(), dO.data(), dO.outerStride(), dV.data(), dV.outerStride());
+      if (any_r) tri(add_t{}, a_upper{}, m, V, m, A.data(), 1, A.outerStride(), dO.data(), dO.outerStride(), dV.data(), dV.outerStride());
       mul(set_t{}, m, K, V, Vc.data(), Vc.outerStride(), 1, sc.DT.data(), K, dKi.data(), dKi.outerStride());
 #else
       dV.noalias() = Kx * Dm;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include "../../concepts.hpp"
 
@@ -26,6 +27,14 @@
 namespace linstate::cpu_detail::gemm {
 
 enum mode : int { set = 0, add = 1, sub = 2 };
+
+//! What the caller knows of the operands (the chunk's causal matrices are triangular): `full`; A lower
+//! triangular (A(i,p) = 0 for p > i: row i's depth ends at i); A upper triangular (A(i,p) = 0 for p < i:
+//! row i's depth starts at i); only C's lower triangle with the diagonal is wanted (C(i,j), j ≤ i: the
+//! row tiles wholly above a column panel are skipped and hold whatever they held; elements above the
+//! diagonal inside a computed tile are written too). The depth ranges are per tile of 6 rows, so the
+//! skipped terms are exactly zero products: the result is the full product's, bit for bit.
+enum shape : int { full = 0, a_lower = 1, a_upper = 2, c_lower = 3 };
 
 #if LINSTATE_GEMM_AVX2
 //! Stores one accumulator into C by the mode.
@@ -83,31 +92,42 @@ inline void tile(index_t k, const float* __restrict a, index_t rsa, index_t csa,
 #undef LINSTATE_GEMM_PUT
 }
 
-template <int Mode, int NV>
+//! Rows [i0, m) of C for one panel of NV·8 columns, in tiles of 6 rows (the last one shorter); each
+//! tile's depth is [0, k) or, for a triangular A, the part of it where the tile's rows can be non-zero.
+template <int Mode, int NV, int Shape>
 inline void rows(index_t m, index_t k, const float* a, index_t rsa, index_t csa, const float* b, index_t ldb, float* c,
-                 index_t ldc) {
-  index_t i = 0;
-  for (; i + 6 <= m; i += 6) tile<Mode, 6, NV>(k, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc);
+                 index_t ldc, index_t i0) {
+  auto run = [&]<int MR>(std::integral_constant<int, MR>, index_t i) {
+    index_t k0 = 0, k1 = k;
+    if constexpr (Shape == a_lower) k1 = i + MR < k ? i + MR : k;
+    if constexpr (Shape == a_upper) k0 = i < k ? i : k;
+    tile<Mode, MR, NV>(k1 - k0, a + i * rsa + k0 * csa, rsa, csa, b + k0 * ldb, ldb, c + i * ldc, ldc);
+  };
+  index_t i = i0;
+  for (; i + 6 <= m; i += 6) run(std::integral_constant<int, 6>{}, i);
   switch (m - i) {
-    case 5: tile<Mode, 5, NV>(k, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc); break;
-    case 4: tile<Mode, 4, NV>(k, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc); break;
-    case 3: tile<Mode, 3, NV>(k, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc); break;
-    case 2: tile<Mode, 2, NV>(k, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc); break;
-    case 1: tile<Mode, 1, NV>(k, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc); break;
+    case 5: run(std::integral_constant<int, 5>{}, i); break;
+    case 4: run(std::integral_constant<int, 4>{}, i); break;
+    case 3: run(std::integral_constant<int, 3>{}, i); break;
+    case 2: run(std::integral_constant<int, 2>{}, i); break;
+    case 1: run(std::integral_constant<int, 1>{}, i); break;
     default: break;
   }
 }
 #endif
 
-//! C (m×n) = / += / −= A (m×k) · B (k×n); see the file comment for the layouts.
-template <int Mode>
+//! C (m×n) = / += / −= A (m×k) · B (k×n); see the file comment for the layouts, and `shape` for what
+//! a triangular operand saves.
+template <int Mode, int Shape = full>
 inline void product(index_t m, index_t n, index_t k, const float* a, index_t rsa, index_t csa, const float* b, index_t ldb,
                     float* c, index_t ldc) {
   if (m <= 0 || n <= 0) return;
   index_t j = 0;
 #if LINSTATE_GEMM_AVX2
-  for (; j + 16 <= n; j += 16) rows<Mode, 2>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc);
-  for (; j + 8 <= n; j += 8) rows<Mode, 1>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc);
+  // c_lower: a panel of columns [j, j+w) starts at the first tile of 6 rows that reaches row j
+  auto first = [](index_t jj) { return Shape == c_lower ? jj / 6 * 6 : index_t{0}; };
+  for (; j + 16 <= n; j += 16) rows<Mode, 2, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first(j));
+  for (; j + 8 <= n; j += 8) rows<Mode, 1, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first(j));
 #endif
   for (index_t i = 0; i < m; ++i)  // the columns left over (all of them without AVX2)
     for (index_t jj = j; jj < n; ++jj) {
