@@ -361,8 +361,9 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         if (one_gemm) {
 #if LINSTATE_GEMM_AVX2
           sc.EinvT.leftCols(m) = Einv.transpose();
-          gemm::product<gemm::set>(m, m, K, Qg.data(), Qg.outerStride(), 1, sc.EinvT.data(), sc.EinvT.outerStride(),
-                                   A.data(), A.outerStride());
+          // only A's lower triangle is kept (the causal mask below)
+          gemm::product<gemm::set, gemm::c_lower>(m, m, K, Qg.data(), Qg.outerStride(), 1, sc.EinvT.data(),
+                                                  sc.EinvT.outerStride(), A.data(), A.outerStride());
 #else
           A.noalias() = Qg * Einv.transpose();
 #endif
@@ -373,7 +374,8 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         A.template triangularView<Eigen::StrictlyUpper>().setZero();
         LINSTATE_PHASE(other);
 #if LINSTATE_GEMM_AVX2
-        gemm::product<gemm::add>(m, V, m, A.data(), A.outerStride(), 1, Vc.data(), Vc.outerStride(), O.data(), O.outerStride());
+        gemm::product<gemm::add, gemm::a_lower>(m, V, m, A.data(), A.outerStride(), 1, Vc.data(), Vc.outerStride(), O.data(),
+                                                O.outerStride());  // A is lower triangular
 #else
         O.noalias() += A * Vc;
 #endif
@@ -509,7 +511,9 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     // L = I + strict_lower(diag(β) K Kᵀ ⊙ Γ)
 #if LINSTATE_GEMM_AVX2
     sc.KcT.leftCols(m) = Kc.transpose();
-    mul(set_t{}, m, m, K, Kc.data(), Kc.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(), L.data(), L.outerStride());
+    // only L's strictly lower triangle is read (the mask below and the unit-lower solve)
+    gemm::product<gemm::set, gemm::c_lower>(m, m, K, Kc.data(), Kc.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(),
+                                            L.data(), L.outerStride());
 #else
     L.noalias() = Kc * Kc.transpose();
 #endif
@@ -540,7 +544,9 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     LINSTATE_PHASE(gemm);
     if (any_r) {
 #if LINSTATE_GEMM_AVX2
-      mul(set_t{}, m, m, K, Q.data(), Q.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(), A.data(), A.outerStride());
+      // A's lower triangle (its upper part is zeroed below)
+      gemm::product<gemm::set, gemm::c_lower>(m, m, K, Q.data(), Q.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(),
+                                              A.data(), A.outerStride());
 #else
       A.noalias() = Q * Kc.transpose();
 #endif
@@ -553,7 +559,8 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
       LINSTATE_PHASE(exps);
 #if LINSTATE_GEMM_AVX2
       mul(set_t{}, m, V, K, Q.data(), Q.outerStride(), 1, Sm.data(), V, O.data(), O.outerStride());
-      mul(add_t{}, m, V, m, A.data(), A.outerStride(), 1, Vn.data(), Vn.outerStride(), O.data(), O.outerStride());
+      gemm::product<gemm::add, gemm::a_lower>(m, V, m, A.data(), A.outerStride(), 1, Vn.data(), Vn.outerStride(), O.data(),
+                                              O.outerStride());  // A is lower triangular
 #else
       O.noalias() = Q * Sm;
       O.noalias() += A * Vn;
