@@ -11,7 +11,7 @@
 // phase's thread CPU time (summed over threads). Prints medians over the samples.
 //
 //   bench/profile.sh BUILD_DIR --threads=2         # builds and runs phase_profile, train_profile, gemm_shapes
-//   BUILD_DIR/train_profile [--T=4096] [--threads=1,2] [--samples=5] [--min-time=0.5]
+//   BUILD_DIR/train_profile [--T=4096] [--H=8] [--threads=1,2] [--samples=5] [--min-time=0.5]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,6 +36,7 @@ namespace lb = linstate::bench;
 namespace ph = linstate::detail::phase;
 
 struct gla : linstate::spec<> {};
+index_t H = 8;  // --H: heads (a head's rows lie H·K floats apart)
 
 double process_cpu_s() {
   timespec ts;
@@ -93,7 +94,7 @@ void print(const char* what, const timing& t, index_t T) {
 }
 
 void profile(index_t T, int threads, int samples, double min_time) {
-  lb::workload<gla, float> w(lb::mode::train, lb::options{.B = 1, .T = T, .H = 8, .K = 128, .V = 128});
+  lb::workload<gla, float> w(lb::mode::train, lb::options{.B = 1, .T = T, .H = H, .K = 128, .V = 128});
   const linstate::cpu be{.threads = threads};
   const linstate::chunked<64> alg{};
   const linstate::inputs<float> in = w.in();
@@ -105,8 +106,8 @@ void profile(index_t T, int threads, int samples, double min_time) {
     if (s % 2 == 0) sample(fwd, min_time, f), sample(bwd, min_time, b);
     else sample(bwd, min_time, b), sample(fwd, min_time, f);
   }
-  std::printf("\nGLA chunked<64>, B = 1, T = %ld, H = 8, K = V = 128, threads = %d, medians of %d samples (load %s)\n",
-              static_cast<long>(T), threads, samples, loadavg().c_str());
+  std::printf("\nGLA chunked<64>, B = 1, T = %ld, H = %ld, K = V = 128, threads = %d, medians of %d samples (load %s)\n",
+              static_cast<long>(T), static_cast<long>(H), threads, samples, loadavg().c_str());
   print("forward (final state written)", f, T);
   print("backward", b, T);
   const double fw = median(f.wall), bw = median(b.wall), fc = median(f.cpu), bc = median(b.cpu);
@@ -135,11 +136,12 @@ int main(int argc, char** argv) {
   double min_time = 0.5;
   for (int i = 1; i < argc; ++i) {
     if (!std::strncmp(argv[i], "--T=", 4)) T = std::atol(argv[i] + 4);
+    else if (!std::strncmp(argv[i], "--H=", 4)) H = std::atol(argv[i] + 4);
     else if (!std::strncmp(argv[i], "--threads=", 10)) threads = ints(argv[i] + 10);
     else if (!std::strncmp(argv[i], "--samples=", 10)) samples = std::atoi(argv[i] + 10);
     else if (!std::strncmp(argv[i], "--min-time=", 11)) min_time = std::atof(argv[i] + 11);
     else {
-      std::fprintf(stderr, "usage: train_profile [--T=4096] [--threads=2] [--samples=5] [--min-time=0.5]\n");
+      std::fprintf(stderr, "usage: train_profile [--T=4096] [--H=8] [--threads=2] [--samples=5] [--min-time=0.5]\n");
       return 2;
     }
   }
