@@ -84,6 +84,9 @@ double median(std::vector<double> v) {
 }
 
 //! FLOPs of the products one chunk of m rows forms (2·m·n·k each; the triangular solve m²(V+K)).
+//! Counted whole: since issue 13's session 8 the AVX2 kernel forms only about half of the causal
+//! products (A, A·V; GDN's L, A, A·V_new: gemm.hpp's shapes), so on AVX2 builds the printed rate is a
+//! nominal one, above what the multiply-adds actually issued run at.
 double gemm_flops_gla(index_t m) { return 2.0 * m * K * V + 2.0 * m * m * K + 2.0 * m * m * V + 2.0 * K * m * V; }
 double gemm_flops_gdn(index_t m) {
   // L = K Kᵀ, V_new −= W S, A = Q Kᵀ, O = Q S, O += A V_new, S += Kᵀ V_new
