@@ -1016,7 +1016,19 @@ void enqueue_chunked_delta(const delta_params<Dev>& p, cudaStream_t stream, cons
   }
 }
 
-//! The chunked backward: kernels 1–2 (no final state), 4 and 5 into the per-slot partials.
+//! Kernel 5 of the backward (after the reverse scan).
+template <class D, class Dev>
+void enqueue_delta_grad(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+  const index_t chunks = p.rt.max_chunks;
+  if (chunks > 0) {
+    delta_grad_kernel<D, Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_threads,
+                             delta_grad_smem(p.K).bytes, stream>>>(p);
+    check_launch("delta_grad_kernel", api);
+  }
+}
+
+//! The chunked backward: kernels 1–2 (no final state), 4 and 5 into the per-slot partials. (For bf16
+//! inputs chunked_delta_tc.cuh's enqueue_delta_backward runs the reverse scan on tensor cores.)
 template <class D, class Dev>
 void enqueue_chunked_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
   delta_params<Dev> fwd = p;
@@ -1026,12 +1038,7 @@ void enqueue_chunked_delta_backward(const delta_params<Dev>& p, cudaStream_t str
                   static_cast<unsigned>(p.S * p.P));
   delta_rscan_kernel<Dev><<<grid, delta_threads, delta_rscan_smem(p.K).bytes, stream>>>(p);
   check_launch("delta_rscan_kernel", api);
-  const index_t chunks = p.rt.max_chunks;
-  if (chunks > 0) {
-    delta_grad_kernel<D, Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_threads,
-                             delta_grad_smem(p.K).bytes, stream>>>(p);
-    check_launch("delta_grad_kernel", api);
-  }
+  enqueue_delta_grad<D>(p, stream, api);
 }
 
 }  // namespace linstate::cuda_detail
