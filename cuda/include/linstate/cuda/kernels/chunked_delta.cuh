@@ -34,7 +34,9 @@
 // cores (tile_mma<float>) for fp32 and fp16 inputs; for bf16 inputs they run on tensor cores in the
 // split-bf16 form of tile_mma.cuh (tile_mma_x3: three bf16 products per fp32 product, each term within
 // about 1e-5 of fp32), where M, N and the inner size are multiples of 16. For bf16 inputs the forward
-// runs on tensor cores in plain bf16 instead (chunked_delta_tc.cuh); the backward always runs here.
+// runs on tensor cores in plain bf16 instead (chunked_delta_tc.cuh); the backward runs here except
+// its two sequential passes (kernels 2 and 4), which for bf16 run on tensor cores in split-bf16 form
+// there (delta_tc_hstate_kernel, delta_tc_rscan_kernel).
 // Measured before the split-bf16 products (H200, bf16, B = 1, H = 8, K = V = 128, T = 32768; ncu): the
 // backward's recomputation prep 3.79 ms + state 4.43 ms, reverse scan 8.40 ms, gradient kernel 15.65 ms;
 // bench_cuda forward + backward 35.0 ms; the figures since: docs/benchmarks.md, "Issue 11, session 7".
@@ -987,9 +989,9 @@ void set_delta_smem(int K, const char* api) {
   (void)once, (void)K;
 }
 
-//! Kernels 1–2: the per-chunk WY quantities and the states entering each chunk (and the final state).
+//! Kernel 1: the per-chunk WY quantities.
 template <class D, class Dev>
-void enqueue_delta_states(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+void enqueue_delta_prep(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
   set_delta_smem<D, Dev>(p.K, api);
   const index_t chunks = p.rt.max_chunks;
   if (chunks > 0) {
@@ -997,6 +999,12 @@ void enqueue_delta_states(const delta_params<Dev>& p, cudaStream_t stream, const
                              delta_prep_smem(p.K).bytes, stream>>>(p);
     check_launch("delta_prep_kernel", api);
   }
+}
+
+//! Kernels 1–2: the per-chunk WY quantities and the states entering each chunk (and the final state).
+template <class D, class Dev>
+void enqueue_delta_states(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+  enqueue_delta_prep<D>(p, stream, api);
   const dim3 grid(static_cast<unsigned>((p.V + delta_scan_tile - 1) / delta_scan_tile), static_cast<unsigned>(p.HV),
                   static_cast<unsigned>(p.S * p.P));
   delta_state_kernel<Dev><<<grid, delta_threads, delta_state_smem(p.K).bytes, stream>>>(p);

@@ -1,8 +1,10 @@
 // linstate/cuda/kernels/chunked_delta_tc.cuh — the chunked gated delta rule's forward on tensor cores
 // for bf16 inputs (issue 11, item 2): the WY form of chunked_delta.cuh (SPEC §3.2, same notation),
 // every product on WMMA 16×16×16 bf16 fragments with fp32 accumulators; fp32 (and fp16) inputs keep
-// the exact fp32 kernels of chunked_delta.cuh, and so does the backward (it recomputes the forward's
-// quantities exactly).
+// the exact fp32 kernels of chunked_delta.cuh. The backward of bf16 inputs recomputes the forward's
+// per-chunk quantities with chunked_delta.cuh's delta_prep_kernel and runs its two sequential passes
+// here, in split-bf16 form (near-fp32, not plain bf16): delta_tc_hstate_kernel (the states entering
+// each chunk) and delta_tc_rscan_kernel (the reverse scan), below the forward's kernels.
 //
 // Per chunk of C = 64 records with entering state S [K,V] (chunked_delta.cuh's header):
 //   T = (I + L)⁻¹,  L = strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ)            (1)
@@ -852,6 +854,224 @@ __global__ void __launch_bounds__(dtc_scan_threads) delta_tc_rscan_kernel(const 
   }
 }
 
+// --- 2b. delta_tc_hstate_kernel (the backward's recomputation of the states) ----------------------------
+//
+// delta_state_kernel's pass for the backward of bf16 inputs on tensor cores, split-bf16 as the
+// reverse scan below: per chunk, with S [K, 16-column tile] entering it,
+//   Vn = U − W S,   S ← e^{G_C} S + kᵀ (diag(d) Vn),   d_i = e^{G_C − G_i}/‖k_i‖ (1 without l2norm)
+// W and U (fp32) from delta_prep_kernel, the raw bf16 rows of k as the exact operand, S and diag(d) Vn
+// split into hi + lo bf16 pairs (three products for W S, two for kᵀ(d Vn)), fp32 accumulators; S held
+// in accumulator fragments for the whole stream (warp w: row tiles w and w + 4 of K), the next
+// chunk's W, U tile, k rows, G and 1/‖k‖ copied by cp.async (double buffered). Writes what the exact
+// kernel writes for the backward: S entering each chunk (hbuf, fp32) and Vn (fp32); the final state
+// only where state_out is set.
+
+struct delta_tc_hstate_smem {
+  std::size_t Ws, Ub, Kr, G, ki, recs, per;  // one chunk's buffer (two of them)
+  std::size_t Sh, Sl, Yh, Yl, dv, bytes;     // single: −S split (transposed), diag(d) Vn split (transposed), d
+  __host__ __device__ explicit delta_tc_hstate_smem(int K) {
+    using namespace dtc_detail;
+    const std::size_t C = chunk_len;
+    Ws = 0;
+    Ub = Ws + up128(C * delta_detail::ldk(K) * sizeof(float));
+    Kr = Ub + up128(C * lst * sizeof(float));
+    G = Kr + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    ki = G + up128(C * sizeof(float));
+    recs = ki + up128(C * sizeof(float));
+    per = recs + up128(C * sizeof(chunk_record));
+    const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * ldb16(K) * sizeof(dtc_bf16));
+    const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
+    Sh = 2 * per, Sl = Sh + tk, Yh = Sl + tk, Yl = Yh + tc, dv = Yl + tc;
+    bytes = dv + up128(C * sizeof(float));
+  }
+};
+
+//! grid (V / 16, HV, S·P), dtc_scan_threads (4 warps).
+template <class Dev>
+__global__ void __launch_bounds__(dtc_scan_threads) delta_tc_hstate_kernel(const delta_params<Dev> p) {
+  static_assert(std::is_same_v<Dev, dtc_bf16>, "linstate (cuda): the tensor-core delta kernels take bf16");
+  static_assert(dtc_scan_threads == 128 && dtc_scan_tile == 16 && chunk_len == 64 && chunk_max_k == 128,
+                "delta_tc_hstate_kernel's warp map assumes these sizes");
+  using namespace delta_detail;
+  using namespace dtc_detail;
+  using x3_detail::mma_bf16_16816;
+  using x3_detail::split2;
+  constexpr int C = chunk_len, TS = dtc_scan_tile;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, HV = p.HV, lw = ldk(K), lb = ldb16(K), k4 = K / 4, k8 = K / 8, nkt = K / 16;
+  const delta_tc_hstate_smem L(K);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const int part = seg / p.S, s = seg % p.S;
+  const int j0 = static_cast<int>(blockIdx.x) * TS;
+  const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
+  if (c0 == c1 && p.in_place) return;
+  const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
+  auto at_buf = [&](int b, std::size_t off) { return smem_raw + static_cast<std::size_t>(b) * L.per + off; };
+  auto recs_of = [&](int b) { return reinterpret_cast<chunk_record*>(at_buf(b, L.recs)); };
+  auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lb]  −S (hi), transposed
+  auto* Sl = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sl);  // [16][lb]  −S (lo)
+  auto* Yh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Yh);  // [16][lc16] diag(d) Vn (hi), transposed
+  auto* Yl = reinterpret_cast<dtc_bf16*>(smem_raw + L.Yl);
+  float* dvec = reinterpret_cast<float*>(smem_raw + L.dv);  // [C] d
+  chunk_where at{};
+  device_source<Dev> src{};
+  if (c0 < c1) at = locate_chunk(p, c0), src = at.is_shared ? p.shr : p.main;  // one stream: the same for every chunk
+  auto issue = [&](index_t c, int b) {
+    const at_chunk o(c, hv, HV, K, V);
+    const chunk_record* rc = recs_of(b);
+    auto* Ws = reinterpret_cast<float*>(at_buf(b, L.Ws));
+    auto* Ub = reinterpret_cast<float*>(at_buf(b, L.Ub));
+    auto* Kr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Kr));
+    const uint4 z{0u, 0u, 0u, 0u};
+    for (int e = tid; e < C * k4; e += nt) {
+      const int i = e / k4, a = (e % k4) * 4;
+      cp_async16(Ws + i * lw + a, p.W + o.ck + i * K + a);
+    }
+    for (int e = tid; e < C * (TS / 4); e += nt) {
+      const int i = e / (TS / 4), jj = (e % (TS / 4)) * 4;
+      cp_async16(Ub + i * lst + jj, p.U + o.cv + static_cast<index_t>(i) * V + j0 + jj);
+    }
+    for (int e = tid; e < C * k8; e += nt) {
+      const int i = e / k8, a = (e % k8) * 8;
+      const chunk_record& r = rc[i];
+      if (r.wr) cp_async16(Kr + i * lb + a, src.k + r.qk + a);
+      else *reinterpret_cast<uint4*>(Kr + i * lb + a) = z;
+    }
+    if (tid < 2 * (C / 4)) {
+      const int v = tid / (C / 4), q4 = (tid % (C / 4)) * 4;
+      float* to = reinterpret_cast<float*>(at_buf(b, v == 0 ? L.G : L.ki));
+      cp_async16(to + q4, (v == 0 ? p.G : p.kinv) + o.c + q4);
+    }
+    cp_async_commit();
+  };
+  // S in accumulator fragments (fragment layout as delta_tc_rscan_kernel's D)
+  float Sr[2][2][4];
+#pragma unroll
+  for (int u = 0; u < 2; ++u)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int t = warp + 4 * u, a = 16 * t + g + 8 * (e >> 1), j = 8 * hh + t2 + (e & 1);
+        Sr[u][hh][e] = (t < nkt && p.state_in) ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
+      }
+  if (c0 < c1) load_records(p, c0, at, h, hv, recs_of(0));
+  __syncthreads();
+  if (c0 < c1) issue(c0, 0);
+  for (index_t c = c0; c < c1; ++c) {
+    const int b = static_cast<int>((c - c0) & 1);
+    const at_chunk o(c, hv, HV, K, V);
+    cp_async_wait_all();
+    __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
+    if (c + 1 < c1) load_records(p, c + 1, at, h, hv, recs_of(b ^ 1));
+    const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
+    // S entering this chunk: to hbuf, and −S split into Sh / Sl (transposed)
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int t = warp + 4 * u;
+      if (t >= nkt) continue;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int a = 16 * t + g + 8 * e2, j = 8 * hh + t2;
+          const float x0 = Sr[u][hh][2 * e2], x1 = Sr[u][hh][2 * e2 + 1];
+          *reinterpret_cast<float2*>(p.hbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
+          split_store(-x0, Sh, Sl, j * lb + a);
+          split_store(-x1, Sh, Sl, (j + 1) * lb + a);
+        }
+    }
+    if (tid < C) dvec[tid] = __expf(Gc[C - 1] - Gc[tid]) * reinterpret_cast<const float*>(at_buf(b, L.ki))[tid];
+    __syncthreads();  // (B) Sh, Sl, d ready; the records of chunk c + 1 loaded
+    if (c + 1 < c1) issue(c + 1, b ^ 1);
+    {  // Vn = U − W S: warp w's rows 16w..16w+15
+      const auto* Ws = reinterpret_cast<const float*>(at_buf(b, L.Ws));
+      const auto* Ub = reinterpret_cast<const float*>(at_buf(b, L.Ub));
+      const int i0 = 16 * warp;
+      float acc[2][4];
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[hh][e] = Ub[(i0 + g + 8 * (e >> 1)) * lst + 8 * hh + t2 + (e & 1)];
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        unsigned wh[4], wl[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {  // rows i0 + g (+ 8 for odd r), columns k0 + t2 (+ 8 for r ≥ 2)
+          const float2 x = *reinterpret_cast<const float2*>(Ws + (i0 + g + 8 * (r & 1)) * lw + k0 + t2 + 8 * (r >> 1));
+          split2(x.x, x.y, wh[r], wl[r]);
+        }
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int j = 8 * hh + g;
+          const unsigned bh[2] = {ld32(Sh + j * lb + k0 + t2), ld32(Sh + j * lb + k0 + t2 + 8)};
+          const unsigned bl[2] = {ld32(Sl + j * lb + k0 + t2), ld32(Sl + j * lb + k0 + t2 + 8)};
+          mma_bf16_16816(acc[hh], wl, bh);
+          mma_bf16_16816(acc[hh], wh, bl);
+          mma_bf16_16816(acc[hh], wh, bh);
+        }
+      }
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int i = i0 + g + 8 * e2, j = 8 * hh + t2;
+          const float di = dvec[i], x0 = acc[hh][2 * e2], x1 = acc[hh][2 * e2 + 1];
+          *reinterpret_cast<float2*>(p.Vn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
+          split_store(di * x0, Yh, Yl, j * lc16 + i);
+          split_store(di * x1, Yh, Yl, (j + 1) * lc16 + i);
+        }
+    }
+    __syncthreads();  // (C) diag(d) Vn split complete
+    {  // S ← e^{G_C} S + kᵀ (diag(d) Vn) on the warp's row tiles
+      const float eg = __expf(Gc[C - 1]);
+      const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int t = warp + 4 * u, a0 = 16 * t;
+        if (t >= nkt) continue;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) Sr[u][hh][e] *= eg;
+#pragma unroll
+        for (int k0 = 0; k0 < C; k0 += 16) {
+          unsigned ka[4];
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {  // kᵀ(a, i) = k[i][a]: rows a0 + g (+ 8), columns k0 + t2 (+ 8)
+            const int a = a0 + g + 8 * (r & 1), i = k0 + t2 + 8 * (r >> 1);
+            ka[r] = pack2(Kr[i * lb + a], Kr[(i + 1) * lb + a]);
+          }
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int j = 8 * hh + g, i = k0 + t2;
+            const unsigned yh[2] = {ld32(Yh + j * lc16 + i), ld32(Yh + j * lc16 + i + 8)};
+            const unsigned yl[2] = {ld32(Yl + j * lc16 + i), ld32(Yl + j * lc16 + i + 8)};
+            mma_bf16_16816(Sr[u][hh], ka, yl);
+            mma_bf16_16816(Sr[u][hh], ka, yh);
+          }
+        }
+      }
+    }
+  }
+  if (p.state_out) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int t = warp + 4 * u;
+      if (t >= nkt) continue;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int a = 16 * t + g + 8 * e2, j = 8 * hh + t2;
+          *reinterpret_cast<float2*>(p.state_out + sbase + static_cast<index_t>(a) * V + j0 + j) =
+              make_float2(Sr[u][hh][2 * e2], Sr[u][hh][2 * e2 + 1]);
+        }
+    }
+  }
+}
+
 // --- host side ---------------------------------------------------------------------------------------
 
 //! Whether the tensor-core forward takes this problem (else chunked_delta.cuh's exact kernels).
@@ -919,9 +1139,10 @@ bool delta_tc_rscan_supported(const delta_params<Dev>& p) {
   return delta_tc_supported(p) && reinterpret_cast<std::uintptr_t>(p.dO) % 16 == 0;
 }
 
-//! The chunked delta-rule backward: the recomputation (kernels 1–2, exact fp32), the reverse scan —
-//! on tensor cores (delta_tc_rscan_kernel) for bf16 inputs where delta_tc_rscan_supported, else
-//! chunked_delta.cuh's exact kernel — and the gradient kernel.
+//! The chunked delta-rule backward: the recomputation (delta_prep_kernel, then the entering states),
+//! the reverse scan and the gradient kernel; for bf16 inputs where delta_tc_rscan_supported the
+//! states and the reverse scan run on tensor cores (delta_tc_hstate_kernel, delta_tc_rscan_kernel),
+//! else chunked_delta.cuh's exact kernels.
 template <class D, class Dev>
 void enqueue_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
   if constexpr (std::is_same_v<Dev, dtc_bf16>) {
@@ -931,13 +1152,19 @@ void enqueue_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, con
                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(delta_tc_rscan_smem(chunk_max_k).bytes)),
               "cudaFuncSetAttribute(delta_tc_rscan_kernel)", api);
+        check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_hstate_kernel<Dev>),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(delta_tc_hstate_smem(chunk_max_k).bytes)),
+              "cudaFuncSetAttribute(delta_tc_hstate_kernel)", api);
         return true;
       }();
       (void)once;
       delta_params<Dev> fwd = p;
       fwd.state_out = nullptr, fwd.in_place = false;
-      enqueue_delta_states<D>(fwd, stream, api);
+      enqueue_delta_prep<D>(fwd, stream, api);
       const dim3 grid(static_cast<unsigned>(p.V / dtc_scan_tile), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
+      delta_tc_hstate_kernel<Dev><<<grid, dtc_scan_threads, delta_tc_hstate_smem(p.K).bytes, stream>>>(fwd);
+      check_launch("delta_tc_hstate_kernel", api);
       delta_tc_rscan_kernel<Dev><<<grid, dtc_scan_threads, delta_tc_rscan_smem(p.K).bytes, stream>>>(p);
       check_launch("delta_tc_rscan_kernel", api);
       enqueue_delta_grad<D>(p, stream, api);
