@@ -341,16 +341,41 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
     p.A[o.cc + e] = a;
   }
   __syncthreads();
-  // T = (I + L)⁻¹ by forward substitution, one column per thread: T_ij = −Σ_{j ≤ l < i} L_il T_lj
+  // T = (I + L)⁻¹ by a blocked forward substitution in fp32 (as delta_tc_prep_kernel's): the four 16×16
+  // diagonal blocks one column per thread, T_rc = −Σ_{c ≤ l < r} L_rl T_lc; then block row by block
+  // row X_ij = Σ_{j ≤ m < i} L_im T_mj (into Am, free since A went out) and T_ij = −T_ii X_ij. (One
+  // column per thread over all 64 rows made a 2016-step dependent chain on two warps.)
   if (tid < C) {
-    const int j = tid;
-    for (int i = 0; i < C; ++i) {
+    const int o0 = (tid / 16) * 16, col = tid % 16;
+    for (int r = 0; r < 16; ++r) {
       float s = 0.f;
-      for (int l = j; l < i; ++l) s = fmaf(Lm[i * ldc + l], Tm[l * ldc + j], s);
-      Tm[i * ldc + j] = i < j ? 0.f : i == j ? 1.f : -s;
+      for (int l = col; l < r; ++l) s = fmaf(Lm[(o0 + r) * ldc + o0 + l], Tm[(o0 + l) * ldc + o0 + col], s);
+      Tm[(o0 + r) * ldc + o0 + col] = r < col ? 0.f : r == col ? 1.f : -s;
     }
   }
+  for (int e = tid; e < C * C; e += nt) {
+    const int i = e / C, j = e % C;
+    if (j / 16 > i / 16) Tm[i * ldc + j] = 0.f;
+  }
   __syncthreads();
+  for (int bi = 1; bi < C / 16; ++bi) {
+    for (int e = tid; e < bi * 256; e += nt) {
+      const int bj = e / 256, r = (e % 256) / 16, col = e % 16;
+      const float* Lr = Lm + (bi * 16 + r) * ldc;
+      float s = 0.f;
+      for (int l = bj * 16; l < bi * 16; ++l) s = fmaf(Lr[l], Tm[l * ldc + bj * 16 + col], s);
+      Am[bj * 16 * 17 + r * 17 + col] = s;
+    }
+    __syncthreads();
+    for (int e = tid; e < bi * 256; e += nt) {
+      const int bj = e / 256, r = (e % 256) / 16, col = e % 16;
+      const float* Tr = Tm + (bi * 16 + r) * ldc + bi * 16;
+      float s = 0.f;
+      for (int m = 0; m <= r; ++m) s = fmaf(Tr[m], Am[bj * 16 * 17 + m * 17 + col], s);
+      Tm[(bi * 16 + r) * ldc + bj * 16 + col] = -s;
+    }
+    __syncthreads();
+  }
   for (int e = tid; e < C * C; e += nt) p.Tm[o.cc + e] = Tm[(e / C) * ldc + e % C];
   // W = T diag(b e^G) K̂
   for (int e = tid; e < C * K; e += nt) {
