@@ -99,6 +99,7 @@
 #include "kernels/gradient_combine.cuh"
 #include "kernels/chunked_backward.cuh"
 #include "kernels/chunked_delta.cuh"
+#include "kernels/chunked_delta_tc.cuh"
 #include "kernels/generic.cuh"
 #include "kernels/recurrent_backward.cuh"
 #include "kernels/router.cuh"
@@ -463,7 +464,7 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
     static_cast<chunk_bwd_params<Dev>&>(dp) = c;
     dp.l2norm = D::l2norm_qk, dp.dbeta = pt.dbeta;
     bind_delta_buffers(dp, reinterpret_cast<float*>(base + at_delta), rplan.max_chunks, pb.HV, pb.K, pb.V, true);
-    enqueue_chunked_delta_backward<D>(dp, stream, api);
+    enqueue_delta_backward<D>(dp, stream, api);
   } else {
     enqueue_chunked_backward<D, Dev>(c, pt.dg != nullptr, stream, api);
   }

@@ -356,6 +356,120 @@ struct dqk_smem {
   }
 };
 
+//! The intra-chunk part of chunk_bwd_dqk_kernel for bf16 inputs and gated_key decays, by warp tiles
+//! (as the forward's warp_intra_tiles): warp w takes output tiles (B, A) of R — 16 rows of sub-chunk B,
+//! 16 keys of the tile from A·16 — and forms its mma.sync m16n8k16 fragments in registers from dA, the
+//! staged raw rows and Γ, without barriers between tiles:
+//!   dk role (Dk): R_j += Σ_{t ≥ j} dA_tj r_t q_t ⊙ e^{Γ_t − Γ_j}   — rows j of B, sources t of the
+//!     later sub-chunks through the reference row rr = last of B (both factors ≤ 1, the source rounded
+//!     to bf16 as the staged form rounds it), and B itself factorised at its first row r0;
+//!   dq role: R_t += Σ_{j ≤ t} dA_tj w_j k_j ⊙ e^{Γ_t − Γ_j}   — rows t of B, sources j of the earlier
+//!     sub-chunks through the reference row r0 = first of B, and B itself factorised at r0.
+//! The factorised diagonal (B's own rows, Γ spanning at most diag_span) takes the source in fp32, split
+//! into bf16 halves (dA is exact in bf16): two products, each term within about 1e-5 of fp32; beyond
+//! diag_span (slow[B]) every pair is formed in fp32. dA is 0 above its diagonal, so the diagonal
+//! products need no mask. Adds to R only for keys < kn, and the diagonal only for rows that write (dk) /
+//! read (dq), as the staged form does.
+template <bool Dk>
+__device__ __forceinline__ void dqk_warp_tiles(float* R, int ldr, const __nv_bfloat16* dAs, int lda, const __nv_bfloat16* Src,
+                                               int lds, const float* G, int ldg, const chunk_record* recs, const int* slow,
+                                               int kn) {
+  using x3_detail::mma_bf16_16816;
+  using x3_detail::split2;
+  constexpr int C = chunk_len, subs = C / 16, KT = bwd_kt, at = KT / 16;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  auto pack = [](float x0, float x1) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+    return *reinterpret_cast<const unsigned*>(&h);
+  };
+  auto dab = [&](int t, int j) { return dAs[t * lda + j]; };
+  // the source row's scale: r_t (dk: q rows) or w_j (dq: k rows)
+  auto scale = [&](int i) { return Dk ? recs[i].r : recs[i].w; };
+  for (int task = tid >> 5; task < subs * at; task += static_cast<int>(blockDim.x) >> 5) {
+    const int B = task / at, a0 = (task % at) * 16;
+    const int r0 = 16 * B, rr = Dk ? r0 + 15 : r0;  // the reference row of the off-diagonal sources
+    // A fragment of dA for target rows m and source rows k of sub-chunk S: dk: (m = j, k = t) = dA[t][j];
+    // dq: (m = t, k = j) = dA[t][j]
+    auto afrag = [&](int S, unsigned (&af)[4]) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int m = r0 + g + 8 * (q & 1), k = 16 * S + t2 + 8 * (q >> 1);
+        __nv_bfloat162 v;
+        if (Dk) v.x = dab(k, m), v.y = dab(k + 1, m);
+        else v = *reinterpret_cast<const __nv_bfloat162*>(dAs + m * lda + k);
+        af[q] = *reinterpret_cast<const unsigned*>(&v);
+      }
+    };
+    float off[2][4] = {}, dg[2][4] = {};
+    const bool sl = slow[B] != 0;
+    // off-diagonal sources: dk — the sub-chunks after B; dq — those before
+    for (int S = Dk ? B + 1 : 0; S < (Dk ? subs : B); ++S) {
+      unsigned af[4];
+      afrag(S, af);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int a = a0 + 8 * h + g;
+        const float gref = G[rr * ldg + a];
+        float y[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int i = 16 * S + t2 + (q & 1) + 8 * (q >> 1);
+          const float e = Dk ? __expf(G[i * ldg + a] - gref) : __expf(gref - G[i * ldg + a]);
+          y[q] = to_f32(Src[i * lds + a]) * scale(i) * e;
+        }
+        const unsigned bf[2] = {pack(y[0], y[1]), pack(y[2], y[3])};
+        mma_bf16_16816(off[h], af, bf);
+      }
+    }
+    if (!sl) {  // B's own rows, factorised at r0, split-bf16
+      unsigned af[4];
+      afrag(B, af);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int a = a0 + 8 * h + g;
+        const float gref = G[r0 * ldg + a];
+        float y[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int i = r0 + t2 + (q & 1) + 8 * (q >> 1);
+          const float e = Dk ? expf(G[i * ldg + a] - gref) : expf(gref - G[i * ldg + a]);
+          y[q] = Dk ? scale(i) * to_f32(Src[i * lds + a]) * e : to_f32(Src[i * lds + a]) * scale(i) * e;
+        }
+        unsigned bh[2], bl[2];
+        split2(y[0], y[1], bh[0], bl[0]);
+        split2(y[2], y[3], bh[1], bl[1]);
+        mma_bf16_16816(dg[h], af, bl);
+        mma_bf16_16816(dg[h], af, bh);
+      }
+    }
+    // epilogue: rows m = r0 + g (+8), keys a = a0 + 8h + t2 (+1)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int m = r0 + g + 8 * (q >> 1), a = a0 + 8 * h + t2 + (q & 1);
+        if (a >= kn) continue;
+        const float gm = G[m * ldg + a];
+        float add = off[h][q] * (Dk ? __expf(G[rr * ldg + a] - gm) : __expf(gm - G[rr * ldg + a]));
+        const bool own = Dk ? recs[m].wr : recs[m].rd;
+        if (own) {
+          if (!sl) {
+            add += dg[h][q] * (Dk ? expf(G[r0 * ldg + a] - gm) : expf(gm - G[r0 * ldg + a]));
+          } else {  // per pair in fp32 over B's rows (dk: t from m to B's end; dq: j from B's start to m)
+            float acc = 0.f;
+            if (Dk) {
+              for (int t = m; t < r0 + 16; ++t) acc += recs[t].r * to_f32(dab(t, m)) * to_f32(Src[t * lds + a]) * __expf(G[t * ldg + a] - gm);
+            } else {
+              for (int j = r0; j <= m; ++j) acc += to_f32(dab(m, j)) * recs[j].w * to_f32(Src[j * lds + a]) * __expf(gm - G[j * ldg + a]);
+            }
+            add += acc;
+          }
+        }
+        R[m * ldr + a] += add;
+      }
+  }
+}
+
 //! grid (max_chunks, HV, 2 · KP / bwd_kt), dqk_threads: blockIdx.z = 2·(key tile) + role (0: dk̃, 1: dq̂).
 template <class D, class Dev, int KP>
 __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_bwd_params<Dev> p) {
@@ -500,7 +614,11 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
       for (int j = part * rows; j < part * rows + rows; ++j) acc += kf(j, a) * recs[j].w * R[j * ldr + a];
       cpart[part * KT + a] = acc;
     }
-    if constexpr (decay_key<D>) {
+    if constexpr (decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>) {
+      __syncthreads();  // c_n's partial sums have read R
+      dqk_warp_tiles<true>(R, ldr, dAs, lda, Qs, ldk, G, KT, recs, slow, kn);
+      __syncthreads();
+    } else if constexpr (decay_key<D>) {
       for (int J = 0; J + 1 < C / 16; ++J) {
         const int rr = 16 * J + 15, n_after = C - (rr + 1);  // rows t > rr
         __syncthreads();
@@ -578,7 +696,11 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
       const int t = e / KT, a = e % KT;
       R[t * ldr + a] = (recs[t].rd && a < kn) ? R[t * ldr + a] * __expf(gm(t, a)) : 0.f;
     }
-    if constexpr (decay_key<D>) {
+    if constexpr (decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>) {
+      __syncthreads();  // R scaled
+      dqk_warp_tiles<false>(R, ldr, dAs, lda, Ks, ldk, G, KT, recs, slow, kn);
+      __syncthreads();
+    } else if constexpr (decay_key<D>) {
       for (int I = 1; I < C / 16; ++I) {
         const int r0 = 16 * I;
         __syncthreads();

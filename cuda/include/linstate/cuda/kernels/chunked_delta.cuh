@@ -34,7 +34,9 @@
 // cores (tile_mma<float>) for fp32 and fp16 inputs; for bf16 inputs they run on tensor cores in the
 // split-bf16 form of tile_mma.cuh (tile_mma_x3: three bf16 products per fp32 product, each term within
 // about 1e-5 of fp32), where M, N and the inner size are multiples of 16. For bf16 inputs the forward
-// runs on tensor cores in plain bf16 instead (chunked_delta_tc.cuh); the backward always runs here.
+// runs on tensor cores in plain bf16 instead (chunked_delta_tc.cuh); the backward runs here except
+// its two sequential passes (kernels 2 and 4), which for bf16 run on tensor cores in split-bf16 form
+// there (delta_tc_hstate_kernel, delta_tc_rscan_kernel).
 // Measured before the split-bf16 products (H200, bf16, B = 1, H = 8, K = V = 128, T = 32768; ncu): the
 // backward's recomputation prep 3.79 ms + state 4.43 ms, reverse scan 8.40 ms, gradient kernel 15.65 ms;
 // bench_cuda forward + backward 35.0 ms; the figures since: docs/benchmarks.md, "Issue 11, session 7".
@@ -339,16 +341,41 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
     p.A[o.cc + e] = a;
   }
   __syncthreads();
-  // T = (I + L)⁻¹ by forward substitution, one column per thread: T_ij = −Σ_{j ≤ l < i} L_il T_lj
+  // T = (I + L)⁻¹ by a blocked forward substitution in fp32 (as delta_tc_prep_kernel's): the four 16×16
+  // diagonal blocks one column per thread, T_rc = −Σ_{c ≤ l < r} L_rl T_lc; then block row by block
+  // row X_ij = Σ_{j ≤ m < i} L_im T_mj (into Am, free since A went out) and T_ij = −T_ii X_ij. (One
+  // column per thread over all 64 rows made a 2016-step dependent chain on two warps.)
   if (tid < C) {
-    const int j = tid;
-    for (int i = 0; i < C; ++i) {
+    const int o0 = (tid / 16) * 16, col = tid % 16;
+    for (int r = 0; r < 16; ++r) {
       float s = 0.f;
-      for (int l = j; l < i; ++l) s = fmaf(Lm[i * ldc + l], Tm[l * ldc + j], s);
-      Tm[i * ldc + j] = i < j ? 0.f : i == j ? 1.f : -s;
+      for (int l = col; l < r; ++l) s = fmaf(Lm[(o0 + r) * ldc + o0 + l], Tm[(o0 + l) * ldc + o0 + col], s);
+      Tm[(o0 + r) * ldc + o0 + col] = r < col ? 0.f : r == col ? 1.f : -s;
     }
   }
+  for (int e = tid; e < C * C; e += nt) {
+    const int i = e / C, j = e % C;
+    if (j / 16 > i / 16) Tm[i * ldc + j] = 0.f;
+  }
   __syncthreads();
+  for (int bi = 1; bi < C / 16; ++bi) {
+    for (int e = tid; e < bi * 256; e += nt) {
+      const int bj = e / 256, r = (e % 256) / 16, col = e % 16;
+      const float* Lr = Lm + (bi * 16 + r) * ldc;
+      float s = 0.f;
+      for (int l = bj * 16; l < bi * 16; ++l) s = fmaf(Lr[l], Tm[l * ldc + bj * 16 + col], s);
+      Am[bj * 16 * 17 + r * 17 + col] = s;
+    }
+    __syncthreads();
+    for (int e = tid; e < bi * 256; e += nt) {
+      const int bj = e / 256, r = (e % 256) / 16, col = e % 16;
+      const float* Tr = Tm + (bi * 16 + r) * ldc + bi * 16;
+      float s = 0.f;
+      for (int m = 0; m <= r; ++m) s = fmaf(Tr[m], Am[bj * 16 * 17 + m * 17 + col], s);
+      Tm[(bi * 16 + r) * ldc + bj * 16 + col] = -s;
+    }
+    __syncthreads();
+  }
   for (int e = tid; e < C * C; e += nt) p.Tm[o.cc + e] = Tm[(e / C) * ldc + e % C];
   // W = T diag(b e^G) K̂
   for (int e = tid; e < C * K; e += nt) {
@@ -987,9 +1014,9 @@ void set_delta_smem(int K, const char* api) {
   (void)once, (void)K;
 }
 
-//! Kernels 1–2: the per-chunk WY quantities and the states entering each chunk (and the final state).
+//! Kernel 1: the per-chunk WY quantities.
 template <class D, class Dev>
-void enqueue_delta_states(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+void enqueue_delta_prep(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
   set_delta_smem<D, Dev>(p.K, api);
   const index_t chunks = p.rt.max_chunks;
   if (chunks > 0) {
@@ -997,6 +1024,12 @@ void enqueue_delta_states(const delta_params<Dev>& p, cudaStream_t stream, const
                              delta_prep_smem(p.K).bytes, stream>>>(p);
     check_launch("delta_prep_kernel", api);
   }
+}
+
+//! Kernels 1–2: the per-chunk WY quantities and the states entering each chunk (and the final state).
+template <class D, class Dev>
+void enqueue_delta_states(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+  enqueue_delta_prep<D>(p, stream, api);
   const dim3 grid(static_cast<unsigned>((p.V + delta_scan_tile - 1) / delta_scan_tile), static_cast<unsigned>(p.HV),
                   static_cast<unsigned>(p.S * p.P));
   delta_state_kernel<Dev><<<grid, delta_threads, delta_state_smem(p.K).bytes, stream>>>(p);
@@ -1016,7 +1049,19 @@ void enqueue_chunked_delta(const delta_params<Dev>& p, cudaStream_t stream, cons
   }
 }
 
-//! The chunked backward: kernels 1–2 (no final state), 4 and 5 into the per-slot partials.
+//! Kernel 5 of the backward (after the reverse scan).
+template <class D, class Dev>
+void enqueue_delta_grad(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+  const index_t chunks = p.rt.max_chunks;
+  if (chunks > 0) {
+    delta_grad_kernel<D, Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_threads,
+                             delta_grad_smem(p.K).bytes, stream>>>(p);
+    check_launch("delta_grad_kernel", api);
+  }
+}
+
+//! The chunked backward: kernels 1–2 (no final state), 4 and 5 into the per-slot partials. (For bf16
+//! inputs chunked_delta_tc.cuh's enqueue_delta_backward runs the reverse scan on tensor cores.)
 template <class D, class Dev>
 void enqueue_chunked_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
   delta_params<Dev> fwd = p;
@@ -1026,12 +1071,7 @@ void enqueue_chunked_delta_backward(const delta_params<Dev>& p, cudaStream_t str
                   static_cast<unsigned>(p.S * p.P));
   delta_rscan_kernel<Dev><<<grid, delta_threads, delta_rscan_smem(p.K).bytes, stream>>>(p);
   check_launch("delta_rscan_kernel", api);
-  const index_t chunks = p.rt.max_chunks;
-  if (chunks > 0) {
-    delta_grad_kernel<D, Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_threads,
-                             delta_grad_smem(p.K).bytes, stream>>>(p);
-    check_launch("delta_grad_kernel", api);
-  }
+  enqueue_delta_grad<D>(p, stream, api);
 }
 
 }  // namespace linstate::cuda_detail

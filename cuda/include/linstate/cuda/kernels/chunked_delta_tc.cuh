@@ -1,8 +1,10 @@
 // linstate/cuda/kernels/chunked_delta_tc.cuh — the chunked gated delta rule's forward on tensor cores
 // for bf16 inputs (issue 11, item 2): the WY form of chunked_delta.cuh (SPEC §3.2, same notation),
 // every product on WMMA 16×16×16 bf16 fragments with fp32 accumulators; fp32 (and fp16) inputs keep
-// the exact fp32 kernels of chunked_delta.cuh, and so does the backward (it recomputes the forward's
-// quantities exactly).
+// the exact fp32 kernels of chunked_delta.cuh. The backward of bf16 inputs recomputes the forward's
+// per-chunk quantities with chunked_delta.cuh's delta_prep_kernel and runs its two sequential passes
+// here, in split-bf16 form (near-fp32, not plain bf16): delta_tc_hstate_kernel (the states entering
+// each chunk) and delta_tc_rscan_kernel (the reverse scan), below the forward's kernels.
 //
 // Per chunk of C = 64 records with entering state S [K,V] (chunked_delta.cuh's header):
 //   T = (I + L)⁻¹,  L = strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ)            (1)
@@ -558,6 +560,518 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delt
   }
 }
 
+// --- 4. delta_tc_rscan_kernel (backward) ---------------------------------------------------------------
+//
+// The backward's reverse scan (chunked_delta.cuh's kernel 4) for bf16 inputs on tensor cores, in the
+// split-bf16 form of tile_mma.cuh (x3_detail): per chunk, walking the stream backwards with
+// D = ∂L/∂S' of the chunk,
+//   dVn = Aᵀ dO + Kd D,             Kd = diag(d) k,  d_i = e^{G_C − G_i}/‖k_i‖ (1 without l2norm)
+//   D  ← e^{G_C} D + Qgᵀ dO − Wᵀ dVn, Qg = diag(s) q,  s_i = r_i e^{G_i}/‖q_i‖
+// with the raw bf16 rows of q and k as exact operands (the row scales go to the other side: d onto
+// the product's rows, s onto dO's rows), A, W (fp32, from the recomputation) and D, diag(s) dO, dVn
+// split into hi + lo bf16 pairs: two products where one side is a raw input (A_lo·dO + A_hi·dO,
+// k·D_lo + k·D_hi, q·(s dO)_lo + q·(s dO)_hi), three for Wᵀ dVn; fp32 accumulators, each product term
+// within about 1e-5 of fp32 (as the gradient kernel's split-bf16 products). The division is
+// delta_tc_state_kernel's: one block of 4 warps per (16-column V tile, value head, stream), D held in
+// mma accumulator fragments for the whole stream (warp w: row tiles w and w + 4 of K), the next
+// chunk's W, A, q, k rows, dO tile and G, 1/‖k‖, 1/‖q‖ copied by cp.async (double buffered, the q, k
+// and dO rows gathered through the record table) while this chunk computes. Writes what the exact
+// kernel writes: D of each chunk (dbuf), the chunk's dO rows in fp32 (dO32), dVn, and the last D
+// (∂L/∂h0).
+
+namespace dtc_detail {
+inline constexpr int lc16 = chunk_len + 8;  //!< bf16 [16][C] pitch (the transposed split operands)
+
+//! Two bf16 → one 32-bit mma operand register (the first in the low half).
+__device__ __forceinline__ unsigned pack2(dtc_bf16 x0, dtc_bf16 x1) {
+  return static_cast<unsigned>(__bfloat16_as_ushort(x0)) | (static_cast<unsigned>(__bfloat16_as_ushort(x1)) << 16);
+}
+__device__ __forceinline__ unsigned ld32(const dtc_bf16* x) { return *reinterpret_cast<const unsigned*>(x); }
+//! x → hi = bf16(x), lo = bf16(x − hi) at dst_hi[at], dst_lo[at].
+__device__ __forceinline__ void split_store(float x, dtc_bf16* dst_hi, dtc_bf16* dst_lo, int at) {
+  const dtc_bf16 hi = __float2bfloat16_rn(x);
+  dst_hi[at] = hi, dst_lo[at] = __float2bfloat16_rn(x - __bfloat162float(hi));
+}
+}  // namespace dtc_detail
+
+struct delta_tc_rscan_smem {
+  // one chunk's buffer (two of them): W, A, raw k and q rows, the dO tile, G, 1/‖k‖, 1/‖q‖, the records
+  std::size_t Ws, As, Kr, Qr, dO, G, ki, qi, recs, per;
+  // single: D split (transposed), diag(s) dO split (transposed), −dVn split (transposed), d
+  std::size_t Dh, Dl, Sh, Sl, Nh, Nl, dv, bytes;
+  __host__ __device__ explicit delta_tc_rscan_smem(int K) {
+    using namespace dtc_detail;
+    const std::size_t C = chunk_len;
+    Ws = 0;
+    As = Ws + up128(C * delta_detail::ldk(K) * sizeof(float));
+    Kr = As + up128(C * ldf * sizeof(float));
+    Qr = Kr + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    dO = Qr + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    G = dO + up128(C * ls16 * sizeof(dtc_bf16));
+    ki = G + up128(C * sizeof(float));
+    qi = ki + up128(C * sizeof(float));
+    recs = qi + up128(C * sizeof(float));
+    per = recs + up128(C * sizeof(chunk_record));
+    const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * ldb16(K) * sizeof(dtc_bf16));
+    const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
+    Dh = 2 * per, Dl = Dh + tk, Sh = Dl + tk, Sl = Sh + tc, Nh = Sl + tc, Nl = Nh + tc, dv = Nl + tc;
+    bytes = dv + up128(C * sizeof(float));
+  }
+};
+
+//! grid (V / 16, HV, S·P), dtc_scan_threads (4 warps).
+template <class Dev>
+__global__ void __launch_bounds__(dtc_scan_threads) delta_tc_rscan_kernel(const delta_params<Dev> p) {
+  static_assert(std::is_same_v<Dev, dtc_bf16>, "linstate (cuda): the tensor-core delta kernels take bf16");
+  static_assert(dtc_scan_threads == 128 && dtc_scan_tile == 16 && chunk_len == 64 && chunk_max_k == 128,
+                "delta_tc_rscan_kernel's warp map assumes these sizes");
+  using namespace delta_detail;
+  using namespace dtc_detail;
+  using x3_detail::mma_bf16_16816;
+  using x3_detail::split2;
+  constexpr int C = chunk_len, TS = dtc_scan_tile;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, HV = p.HV, lw = ldk(K), lb = ldb16(K), k4 = K / 4, k8 = K / 8, nkt = K / 16;
+  const delta_tc_rscan_smem L(K);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const int part = seg / p.S, s = seg % p.S;
+  const int j0 = static_cast<int>(blockIdx.x) * TS;
+  const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
+  const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
+  auto at_buf = [&](int b, std::size_t off) { return smem_raw + static_cast<std::size_t>(b) * L.per + off; };
+  auto recs_of = [&](int b) { return reinterpret_cast<chunk_record*>(at_buf(b, L.recs)); };
+  auto* Dh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Dh);  // [16][lb]  D (hi), transposed
+  auto* Dl = reinterpret_cast<dtc_bf16*>(smem_raw + L.Dl);  // [16][lb]  D (lo)
+  auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lc16] diag(s) dO (hi), transposed
+  auto* Sl = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sl);
+  auto* Nh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Nh);  // [16][lc16] −dVn (hi), transposed
+  auto* Nl = reinterpret_cast<dtc_bf16*>(smem_raw + L.Nl);
+  float* dvec = reinterpret_cast<float*>(smem_raw + L.dv);  // [C] d
+  chunk_where at{};
+  device_source<Dev> src{};
+  if (c0 < c1) at = locate_chunk(p, c0), src = at.is_shared ? p.shr : p.main;  // one stream: the same for every chunk
+  // chunk c's tiles into buffer b (its records there already), one commit group; rows a record does
+  // not read / write are zeros (plain stores, visible after the barrier that follows the wait)
+  auto issue = [&](index_t c, int b) {
+    const at_chunk o(c, hv, HV, K, V);
+    const chunk_record* rc = recs_of(b);
+    auto* Ws = reinterpret_cast<float*>(at_buf(b, L.Ws));
+    auto* As = reinterpret_cast<float*>(at_buf(b, L.As));
+    auto* Kr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Kr));
+    auto* Qr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Qr));
+    auto* dO = reinterpret_cast<dtc_bf16*>(at_buf(b, L.dO));
+    const uint4 z{0u, 0u, 0u, 0u};
+    for (int e = tid; e < C * k4; e += nt) {
+      const int i = e / k4, a = (e % k4) * 4;
+      cp_async16(Ws + i * lw + a, p.W + o.ck + i * K + a);
+    }
+    for (int e = tid; e < C * (C / 4); e += nt) {
+      const int i = e / (C / 4), j = (e % (C / 4)) * 4;
+      cp_async16(As + i * ldf + j, p.A + o.cc + i * C + j);
+    }
+    for (int e = tid; e < C * k8; e += nt) {
+      const int i = e / k8, a = (e % k8) * 8;
+      const chunk_record& r = rc[i];
+      if (r.wr) cp_async16(Kr + i * lb + a, src.k + r.qk + a);
+      else *reinterpret_cast<uint4*>(Kr + i * lb + a) = z;
+      if (r.rd) cp_async16(Qr + i * lb + a, src.q + r.qk + a);
+      else *reinterpret_cast<uint4*>(Qr + i * lb + a) = z;
+    }
+    for (int e = tid; e < C * (TS / 8); e += nt) {
+      const int i = e / (TS / 8), jj = (e % (TS / 8)) * 8;
+      const chunk_record& r = rc[i];
+      if (r.rd) cp_async16(dO + i * ls16 + jj, p.dO + r.hv * V + j0 + jj);
+      else *reinterpret_cast<uint4*>(dO + i * ls16 + jj) = z;
+    }
+    if (tid < 3 * (C / 4)) {
+      const int v = tid / (C / 4), q4 = (tid % (C / 4)) * 4;
+      const float* from = v == 0 ? p.G : v == 1 ? p.kinv : p.qinv;
+      float* to = reinterpret_cast<float*>(at_buf(b, v == 0 ? L.G : v == 1 ? L.ki : L.qi));
+      cp_async16(to + q4, from + o.c + q4);
+    }
+    cp_async_commit();
+  };
+  // D in accumulator fragments: warp w owns row tiles w and w + 4 of K (u = 0, 1), two 8-column
+  // halves each (hh); element e of a fragment: row 16t + g (+ 8 for e ≥ 2), column 8hh + t2 (+ 1 for odd e)
+  float Dr[2][2][4];
+#pragma unroll
+  for (int u = 0; u < 2; ++u)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int t = warp + 4 * u, a = 16 * t + g + 8 * (e >> 1), j = 8 * hh + t2 + (e & 1);
+        Dr[u][hh][e] = (t < nkt && p.dht) ? p.dht[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
+      }
+  if (c0 < c1) load_records(p, c1 - 1, at, h, hv, recs_of(0));
+  __syncthreads();
+  if (c0 < c1) issue(c1 - 1, 0);
+  for (index_t c = c1 - 1; c >= c0; --c) {
+    const int b = static_cast<int>((c1 - 1 - c) & 1);
+    const at_chunk o(c, hv, HV, K, V);
+    cp_async_wait_all();
+    __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
+    if (c > c0) load_records(p, c - 1, at, h, hv, recs_of(b ^ 1));
+    const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
+    // D of this chunk: to dbuf, and split into Dh / Dl (transposed) for Kd D
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int t = warp + 4 * u;
+      if (t >= nkt) continue;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int a = 16 * t + g + 8 * e2, j = 8 * hh + t2;
+          const float x0 = Dr[u][hh][2 * e2], x1 = Dr[u][hh][2 * e2 + 1];
+          *reinterpret_cast<float2*>(p.dbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
+          split_store(x0, Dh, Dl, j * lb + a);
+          split_store(x1, Dh, Dl, (j + 1) * lb + a);
+        }
+    }
+    // per record i: d_i, s_i; the dO row to dO32 (fp32) and diag(s) dO split into Sh / Sl (transposed)
+    if (tid < C) {
+      const int i = tid;
+      const chunk_record& r = recs_of(b)[i];
+      const float* ki = reinterpret_cast<const float*>(at_buf(b, L.ki));
+      const float* qi = reinterpret_cast<const float*>(at_buf(b, L.qi));
+      const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
+      dvec[i] = __expf(Gc[C - 1] - Gc[i]) * ki[i];
+      const float si = r.r * __expf(Gc[i]) * qi[i];
+      float x[16];
+      unpack8(*reinterpret_cast<const uint4*>(dO + i * ls16), x);
+      unpack8(*reinterpret_cast<const uint4*>(dO + i * ls16 + 8), x + 8);
+      float* d32 = p.dO32 + o.cv + static_cast<index_t>(i) * V + j0;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) *reinterpret_cast<float4*>(d32 + 4 * q) = make_float4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
+#pragma unroll
+      for (int jj = 0; jj < TS; ++jj) split_store(si * x[jj], Sh, Sl, jj * lc16 + i);
+    }
+    __syncthreads();  // (B) Dh, Dl, Sh, Sl, d ready; the records of chunk c − 1 loaded
+    if (c > c0) issue(c - 1, b ^ 1);
+    {  // dVn = Aᵀ dO + diag(d) (k D): warp w's rows 16w..16w+15
+      const auto* As = reinterpret_cast<const float*>(at_buf(b, L.As));
+      const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
+      const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
+      const int i0 = 16 * warp;
+      float a1[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}, a2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+      for (int k0 = 0; k0 < C; k0 += 16) {  // Aᵀ(i, t) = A[t][i]
+        unsigned ah[4], al[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {  // rows i0 + g (+ 8 for odd r), columns k0 + t2 (+ 8 for r ≥ 2)
+          const int i = i0 + g + 8 * (r & 1), t = k0 + t2 + 8 * (r >> 1);
+          split2(As[t * ldf + i], As[(t + 1) * ldf + i], ah[r], al[r]);
+        }
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int j = 8 * hh + g, t = k0 + t2;
+          const unsigned bo[2] = {pack2(dO[t * ls16 + j], dO[(t + 1) * ls16 + j]), pack2(dO[(t + 8) * ls16 + j], dO[(t + 9) * ls16 + j])};
+          mma_bf16_16816(a1[hh], al, bo);
+          mma_bf16_16816(a1[hh], ah, bo);
+        }
+      }
+      for (int k0 = 0; k0 < K; k0 += 16) {  // k D
+        unsigned ka[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) ka[r] = ld32(Kr + (i0 + g + 8 * (r & 1)) * lb + k0 + t2 + 8 * (r >> 1));
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int j = 8 * hh + g;
+          const unsigned bh[2] = {ld32(Dh + j * lb + k0 + t2), ld32(Dh + j * lb + k0 + t2 + 8)};
+          const unsigned bl[2] = {ld32(Dl + j * lb + k0 + t2), ld32(Dl + j * lb + k0 + t2 + 8)};
+          mma_bf16_16816(a2[hh], ka, bl);
+          mma_bf16_16816(a2[hh], ka, bh);
+        }
+      }
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int i = i0 + g + 8 * e2, j = 8 * hh + t2;
+          const float di = dvec[i];
+          const float x0 = fmaf(di, a2[hh][2 * e2], a1[hh][2 * e2]), x1 = fmaf(di, a2[hh][2 * e2 + 1], a1[hh][2 * e2 + 1]);
+          *reinterpret_cast<float2*>(p.dVn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
+          split_store(-x0, Nh, Nl, j * lc16 + i);
+          split_store(-x1, Nh, Nl, (j + 1) * lc16 + i);
+        }
+    }
+    __syncthreads();  // (C) −dVn split complete
+    {  // D ← e^{G_C} D + qᵀ (diag(s) dO) − Wᵀ dVn on the warp's row tiles
+      const float eg = __expf(Gc[C - 1]);
+      const auto* Ws = reinterpret_cast<const float*>(at_buf(b, L.Ws));
+      const auto* Qr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Qr));
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int t = warp + 4 * u, a0 = 16 * t;
+        if (t >= nkt) continue;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) Dr[u][hh][e] *= eg;
+#pragma unroll 2
+        for (int k0 = 0; k0 < C; k0 += 16) {
+          unsigned qa[4], wh[4], wl[4];
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {  // qᵀ(a, i) = q[i][a], Wᵀ(a, i) = W[i][a]: rows a0 + g (+ 8), columns k0 + t2 (+ 8)
+            const int a = a0 + g + 8 * (r & 1), i = k0 + t2 + 8 * (r >> 1);
+            qa[r] = pack2(Qr[i * lb + a], Qr[(i + 1) * lb + a]);
+            split2(Ws[i * lw + a], Ws[(i + 1) * lw + a], wh[r], wl[r]);
+          }
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int j = 8 * hh + g, i = k0 + t2;
+            const unsigned sh[2] = {ld32(Sh + j * lc16 + i), ld32(Sh + j * lc16 + i + 8)};
+            const unsigned sl[2] = {ld32(Sl + j * lc16 + i), ld32(Sl + j * lc16 + i + 8)};
+            const unsigned nh[2] = {ld32(Nh + j * lc16 + i), ld32(Nh + j * lc16 + i + 8)};
+            const unsigned nl[2] = {ld32(Nl + j * lc16 + i), ld32(Nl + j * lc16 + i + 8)};
+            mma_bf16_16816(Dr[u][hh], qa, sl);
+            mma_bf16_16816(Dr[u][hh], qa, sh);
+            mma_bf16_16816(Dr[u][hh], wl, nh);
+            mma_bf16_16816(Dr[u][hh], wh, nl);
+            mma_bf16_16816(Dr[u][hh], wh, nh);
+          }
+        }
+      }
+    }
+  }
+  if (p.dh0) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int t = warp + 4 * u;
+      if (t >= nkt) continue;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int a = 16 * t + g + 8 * e2, j = 8 * hh + t2;
+          *reinterpret_cast<float2*>(p.dh0 + sbase + static_cast<index_t>(a) * V + j0 + j) =
+              make_float2(Dr[u][hh][2 * e2], Dr[u][hh][2 * e2 + 1]);
+        }
+    }
+  }
+}
+
+// --- 2b. delta_tc_hstate_kernel (the backward's recomputation of the states) ----------------------------
+//
+// delta_state_kernel's pass for the backward of bf16 inputs on tensor cores, split-bf16 as the
+// reverse scan below: per chunk, with S [K, 16-column tile] entering it,
+//   Vn = U − W S,   S ← e^{G_C} S + kᵀ (diag(d) Vn),   d_i = e^{G_C − G_i}/‖k_i‖ (1 without l2norm)
+// W and U (fp32) from delta_prep_kernel, the raw bf16 rows of k as the exact operand, S and diag(d) Vn
+// split into hi + lo bf16 pairs (three products for W S, two for kᵀ(d Vn)), fp32 accumulators; S held
+// in accumulator fragments for the whole stream (warp w: row tiles w and w + 4 of K), the next
+// chunk's W, U tile, k rows, G and 1/‖k‖ copied by cp.async (double buffered). Writes what the exact
+// kernel writes for the backward: S entering each chunk (hbuf, fp32) and Vn (fp32); the final state
+// only where state_out is set.
+
+struct delta_tc_hstate_smem {
+  std::size_t Ws, Ub, Kr, G, ki, recs, per;  // one chunk's buffer (two of them)
+  std::size_t Sh, Sl, Yh, Yl, dv, bytes;     // single: −S split (transposed), diag(d) Vn split (transposed), d
+  __host__ __device__ explicit delta_tc_hstate_smem(int K) {
+    using namespace dtc_detail;
+    const std::size_t C = chunk_len;
+    Ws = 0;
+    Ub = Ws + up128(C * delta_detail::ldk(K) * sizeof(float));
+    Kr = Ub + up128(C * lst * sizeof(float));
+    G = Kr + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    ki = G + up128(C * sizeof(float));
+    recs = ki + up128(C * sizeof(float));
+    per = recs + up128(C * sizeof(chunk_record));
+    const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * ldb16(K) * sizeof(dtc_bf16));
+    const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
+    Sh = 2 * per, Sl = Sh + tk, Yh = Sl + tk, Yl = Yh + tc, dv = Yl + tc;
+    bytes = dv + up128(C * sizeof(float));
+  }
+};
+
+//! grid (V / 16, HV, S·P), dtc_scan_threads (4 warps).
+template <class Dev>
+__global__ void __launch_bounds__(dtc_scan_threads) delta_tc_hstate_kernel(const delta_params<Dev> p) {
+  static_assert(std::is_same_v<Dev, dtc_bf16>, "linstate (cuda): the tensor-core delta kernels take bf16");
+  static_assert(dtc_scan_threads == 128 && dtc_scan_tile == 16 && chunk_len == 64 && chunk_max_k == 128,
+                "delta_tc_hstate_kernel's warp map assumes these sizes");
+  using namespace delta_detail;
+  using namespace dtc_detail;
+  using x3_detail::mma_bf16_16816;
+  using x3_detail::split2;
+  constexpr int C = chunk_len, TS = dtc_scan_tile;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, HV = p.HV, lw = ldk(K), lb = ldb16(K), k4 = K / 4, k8 = K / 8, nkt = K / 16;
+  const delta_tc_hstate_smem L(K);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const int part = seg / p.S, s = seg % p.S;
+  const int j0 = static_cast<int>(blockIdx.x) * TS;
+  const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
+  if (c0 == c1 && p.in_place) return;
+  const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
+  auto at_buf = [&](int b, std::size_t off) { return smem_raw + static_cast<std::size_t>(b) * L.per + off; };
+  auto recs_of = [&](int b) { return reinterpret_cast<chunk_record*>(at_buf(b, L.recs)); };
+  auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lb]  −S (hi), transposed
+  auto* Sl = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sl);  // [16][lb]  −S (lo)
+  auto* Yh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Yh);  // [16][lc16] diag(d) Vn (hi), transposed
+  auto* Yl = reinterpret_cast<dtc_bf16*>(smem_raw + L.Yl);
+  float* dvec = reinterpret_cast<float*>(smem_raw + L.dv);  // [C] d
+  chunk_where at{};
+  device_source<Dev> src{};
+  if (c0 < c1) at = locate_chunk(p, c0), src = at.is_shared ? p.shr : p.main;  // one stream: the same for every chunk
+  auto issue = [&](index_t c, int b) {
+    const at_chunk o(c, hv, HV, K, V);
+    const chunk_record* rc = recs_of(b);
+    auto* Ws = reinterpret_cast<float*>(at_buf(b, L.Ws));
+    auto* Ub = reinterpret_cast<float*>(at_buf(b, L.Ub));
+    auto* Kr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Kr));
+    const uint4 z{0u, 0u, 0u, 0u};
+    for (int e = tid; e < C * k4; e += nt) {
+      const int i = e / k4, a = (e % k4) * 4;
+      cp_async16(Ws + i * lw + a, p.W + o.ck + i * K + a);
+    }
+    for (int e = tid; e < C * (TS / 4); e += nt) {
+      const int i = e / (TS / 4), jj = (e % (TS / 4)) * 4;
+      cp_async16(Ub + i * lst + jj, p.U + o.cv + static_cast<index_t>(i) * V + j0 + jj);
+    }
+    for (int e = tid; e < C * k8; e += nt) {
+      const int i = e / k8, a = (e % k8) * 8;
+      const chunk_record& r = rc[i];
+      if (r.wr) cp_async16(Kr + i * lb + a, src.k + r.qk + a);
+      else *reinterpret_cast<uint4*>(Kr + i * lb + a) = z;
+    }
+    if (tid < 2 * (C / 4)) {
+      const int v = tid / (C / 4), q4 = (tid % (C / 4)) * 4;
+      float* to = reinterpret_cast<float*>(at_buf(b, v == 0 ? L.G : L.ki));
+      cp_async16(to + q4, (v == 0 ? p.G : p.kinv) + o.c + q4);
+    }
+    cp_async_commit();
+  };
+  // S in accumulator fragments (fragment layout as delta_tc_rscan_kernel's D)
+  float Sr[2][2][4];
+#pragma unroll
+  for (int u = 0; u < 2; ++u)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int t = warp + 4 * u, a = 16 * t + g + 8 * (e >> 1), j = 8 * hh + t2 + (e & 1);
+        Sr[u][hh][e] = (t < nkt && p.state_in) ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
+      }
+  if (c0 < c1) load_records(p, c0, at, h, hv, recs_of(0));
+  __syncthreads();
+  if (c0 < c1) issue(c0, 0);
+  for (index_t c = c0; c < c1; ++c) {
+    const int b = static_cast<int>((c - c0) & 1);
+    const at_chunk o(c, hv, HV, K, V);
+    cp_async_wait_all();
+    __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
+    if (c + 1 < c1) load_records(p, c + 1, at, h, hv, recs_of(b ^ 1));
+    const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
+    // S entering this chunk: to hbuf, and −S split into Sh / Sl (transposed)
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int t = warp + 4 * u;
+      if (t >= nkt) continue;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int a = 16 * t + g + 8 * e2, j = 8 * hh + t2;
+          const float x0 = Sr[u][hh][2 * e2], x1 = Sr[u][hh][2 * e2 + 1];
+          *reinterpret_cast<float2*>(p.hbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
+          split_store(-x0, Sh, Sl, j * lb + a);
+          split_store(-x1, Sh, Sl, (j + 1) * lb + a);
+        }
+    }
+    if (tid < C) dvec[tid] = __expf(Gc[C - 1] - Gc[tid]) * reinterpret_cast<const float*>(at_buf(b, L.ki))[tid];
+    __syncthreads();  // (B) Sh, Sl, d ready; the records of chunk c + 1 loaded
+    if (c + 1 < c1) issue(c + 1, b ^ 1);
+    {  // Vn = U − W S: warp w's rows 16w..16w+15
+      const auto* Ws = reinterpret_cast<const float*>(at_buf(b, L.Ws));
+      const auto* Ub = reinterpret_cast<const float*>(at_buf(b, L.Ub));
+      const int i0 = 16 * warp;
+      float acc[2][4];
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[hh][e] = Ub[(i0 + g + 8 * (e >> 1)) * lst + 8 * hh + t2 + (e & 1)];
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        unsigned wh[4], wl[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {  // rows i0 + g (+ 8 for odd r), columns k0 + t2 (+ 8 for r ≥ 2)
+          const float2 x = *reinterpret_cast<const float2*>(Ws + (i0 + g + 8 * (r & 1)) * lw + k0 + t2 + 8 * (r >> 1));
+          split2(x.x, x.y, wh[r], wl[r]);
+        }
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int j = 8 * hh + g;
+          const unsigned bh[2] = {ld32(Sh + j * lb + k0 + t2), ld32(Sh + j * lb + k0 + t2 + 8)};
+          const unsigned bl[2] = {ld32(Sl + j * lb + k0 + t2), ld32(Sl + j * lb + k0 + t2 + 8)};
+          mma_bf16_16816(acc[hh], wl, bh);
+          mma_bf16_16816(acc[hh], wh, bl);
+          mma_bf16_16816(acc[hh], wh, bh);
+        }
+      }
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int i = i0 + g + 8 * e2, j = 8 * hh + t2;
+          const float di = dvec[i], x0 = acc[hh][2 * e2], x1 = acc[hh][2 * e2 + 1];
+          *reinterpret_cast<float2*>(p.Vn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
+          split_store(di * x0, Yh, Yl, j * lc16 + i);
+          split_store(di * x1, Yh, Yl, (j + 1) * lc16 + i);
+        }
+    }
+    __syncthreads();  // (C) diag(d) Vn split complete
+    {  // S ← e^{G_C} S + kᵀ (diag(d) Vn) on the warp's row tiles
+      const float eg = __expf(Gc[C - 1]);
+      const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int t = warp + 4 * u, a0 = 16 * t;
+        if (t >= nkt) continue;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) Sr[u][hh][e] *= eg;
+#pragma unroll
+        for (int k0 = 0; k0 < C; k0 += 16) {
+          unsigned ka[4];
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {  // kᵀ(a, i) = k[i][a]: rows a0 + g (+ 8), columns k0 + t2 (+ 8)
+            const int a = a0 + g + 8 * (r & 1), i = k0 + t2 + 8 * (r >> 1);
+            ka[r] = pack2(Kr[i * lb + a], Kr[(i + 1) * lb + a]);
+          }
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int j = 8 * hh + g, i = k0 + t2;
+            const unsigned yh[2] = {ld32(Yh + j * lc16 + i), ld32(Yh + j * lc16 + i + 8)};
+            const unsigned yl[2] = {ld32(Yl + j * lc16 + i), ld32(Yl + j * lc16 + i + 8)};
+            mma_bf16_16816(Sr[u][hh], ka, yl);
+            mma_bf16_16816(Sr[u][hh], ka, yh);
+          }
+        }
+      }
+    }
+  }
+  if (p.state_out) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int t = warp + 4 * u;
+      if (t >= nkt) continue;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int a = 16 * t + g + 8 * e2, j = 8 * hh + t2;
+          *reinterpret_cast<float2*>(p.state_out + sbase + static_cast<index_t>(a) * V + j0 + j) =
+              make_float2(Sr[u][hh][2 * e2], Sr[u][hh][2 * e2 + 1]);
+        }
+    }
+  }
+}
+
 // --- host side ---------------------------------------------------------------------------------------
 
 //! Whether the tensor-core forward takes this problem (else chunked_delta.cuh's exact kernels).
@@ -616,6 +1130,48 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
     }
   }
   enqueue_chunked_delta<D>(p, stream, api);
+}
+
+//! Whether the tensor-core reverse scan takes this backward: delta_tc_supported's shapes and
+//! alignment, and dO 16-byte aligned (its rows are gathered by cp.async).
+template <class Dev>
+bool delta_tc_rscan_supported(const delta_params<Dev>& p) {
+  return delta_tc_supported(p) && reinterpret_cast<std::uintptr_t>(p.dO) % 16 == 0;
+}
+
+//! The chunked delta-rule backward: the recomputation (delta_prep_kernel, then the entering states),
+//! the reverse scan and the gradient kernel; for bf16 inputs where delta_tc_rscan_supported the
+//! states and the reverse scan run on tensor cores (delta_tc_hstate_kernel, delta_tc_rscan_kernel),
+//! else chunked_delta.cuh's exact kernels.
+template <class D, class Dev>
+void enqueue_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+  if constexpr (std::is_same_v<Dev, dtc_bf16>) {
+    if (delta_tc_rscan_supported(p)) {
+      static const bool once = [api] {
+        check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_rscan_kernel<Dev>),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(delta_tc_rscan_smem(chunk_max_k).bytes)),
+              "cudaFuncSetAttribute(delta_tc_rscan_kernel)", api);
+        check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_hstate_kernel<Dev>),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(delta_tc_hstate_smem(chunk_max_k).bytes)),
+              "cudaFuncSetAttribute(delta_tc_hstate_kernel)", api);
+        return true;
+      }();
+      (void)once;
+      delta_params<Dev> fwd = p;
+      fwd.state_out = nullptr, fwd.in_place = false;
+      enqueue_delta_prep<D>(fwd, stream, api);
+      const dim3 grid(static_cast<unsigned>(p.V / dtc_scan_tile), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
+      delta_tc_hstate_kernel<Dev><<<grid, dtc_scan_threads, delta_tc_hstate_smem(p.K).bytes, stream>>>(fwd);
+      check_launch("delta_tc_hstate_kernel", api);
+      delta_tc_rscan_kernel<Dev><<<grid, dtc_scan_threads, delta_tc_rscan_smem(p.K).bytes, stream>>>(p);
+      check_launch("delta_tc_rscan_kernel", api);
+      enqueue_delta_grad<D>(p, stream, api);
+      return;
+    }
+  }
+  enqueue_chunked_delta_backward<D>(p, stream, api);
 }
 
 }  // namespace linstate::cuda_detail
