@@ -798,10 +798,7 @@ __global__ void __launch_bounds__(intra_threads, intra_warp_tiles<D, Dev> ? 2 : 
       const int i = e / (KP / 8), a0 = (e % (KP / 8)) * 8;
       float x[8];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int a = a0 + u;
-        x[u] = ktilde(i, a0 + u);
-      }
+      for (int u = 0; u < 8; ++u) x[u] = ktilde(i, a0 + u);
       store8<Op>(Ko + i * KP + a0, x);
     }
     if constexpr (decay_key<D>) {
