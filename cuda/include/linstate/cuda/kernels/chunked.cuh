@@ -5,8 +5,8 @@
 // Every (sequence, partition) stream is cut into chunks of C = 64 records (SPEC §2.3; for a routed
 // partition the records are only the tokens that write or read it). A record that reads but does not
 // write enters with k = 0 and g = 0 (the state passes through it exactly); one that writes but does
-// not read produces no output. The forward is four kernels, each parallel over all chunks of all
-// streams and heads but the scan (fla's split of the work):
+// not read produces no output. The forward is four kernels (three where the intra kernel forms U_c),
+// each parallel over all chunks of all streams and heads but the scan (fla's split of the work):
 //
 //  1. chunk_intra_kernel  — per chunk c and value head: Γ (chunk-local inclusive cumulative
 //     log-decay, γ_c its last row), and from it, rounded to the types the later products take,
@@ -17,10 +17,14 @@
 //     off-diagonal block (I > J) is one product of q_I ⊙ e^{Γ_I − Γ_r} and k_J ⊙ e^{Γ_r − Γ_J} with r
 //     the first row of I (both factors ≤ 1); a diagonal block is summed in fp32 for j ≤ t only, in the
 //     factorised form when its Γ spans at most diag_span, else per pair. none/scalar: A = (q kᵀ) ⊙
-//     w_j e^{Γ_t − Γ_j} (a scalar per pair).
+//     w_j e^{Γ_t − Γ_j} (a scalar per pair). bf16 with gated_key takes warp_intra_tiles instead (the
+//     same blocks, each warp one 16×16 tile with its fragments formed in registers; the diagonal in
+//     split-bf16) and, where intra_fuses_u holds, also forms U_c below (then K̃ is not stored and
+//     kernel 2 does not run).
 //  2. chunk_kstate_kernel — per chunk, head and 64-column V tile, the chunk's own contribution
 //       U_c = K̃ᵀ V                                         [K×V]   (SPEC §2.3 step 1, inner sum)
-//  3. chunk_scan_kernel   — per stream, head and 512-element slice of the state, the sequential
+//  3. chunk_scan_kernel   — per stream, head and 512-element slice of the state (16 chunks in flight
+//     per thread through ring_scan's shared-memory ring when V % 4 == 0), the sequential
 //     hand-off H_{c+1} = diag(e^{γ_c}) H_c + U_c over the stream's chunks, overwriting U_c with the
 //     state H_c *entering* chunk c (for 16-bit inputs the forward writes H_c rounded to the state
 //     operand type into hsbuf instead: the output kernel's operand, half the bytes); the last H is the
