@@ -7,7 +7,8 @@
 // Per chunk c of a stream (rows t, j; r_t = scale × read weight, w_j = write weight; q, k, v, dO raw,
 // zero on rows that do not read (q, dO) or write (k, v); Γ, γ, H_c as in chunked.cuh; D_c = ∂L/∂H_{c+1}):
 //   1. H_c, recomputed from the inputs: bf16 — the forward's chunk_intra_kernel (which also leaves A, K̃,
-//      Q̃ and Γ for step 4), chunk_kstate_kernel and chunk_scan_kernel; fp32 and fp16 —
+//      Q̃ and Γ for step 4, and forms U_c itself where intra_fuses_u holds), chunk_kstate_kernel (where
+//      it does not) and chunk_scan_kernel; fp32 and fp16 —
 //      chunk_state_kernel + chunk_scan_kernel;
 //   2. W_c = Σ_t (r_t q_t ⊙ e^{Γ_t}) dO_tᵀ: bf16 — chunk_kstate_kernel<Adj> on Q̃ and r dO; otherwise
 //      chunk_state_kernel<Adj>;
@@ -163,7 +164,8 @@ __global__ void __launch_bounds__(scan_threads) chunk_rscan_kernel(const chunk_b
 //     dq role: dq̂ = e^{Γ_t} ⊙ (H_c dO_t) + Σ_{j≤t} dA_tj w_j k_j ⊙ e^{Γ_t−Γ_j};
 //     the intra sums with the sub-chunk reference rows of SPEC §8 (last row of the earlier block for
 //     dk̃, first row of the later block for dq̂; every exponent ≤ 0) and element-wise fp32 diagonal
-//     blocks (factorised where the tile's Γ spans at most diag_span); the router weights' dot products
+//     blocks (factorised where the tile's Γ spans at most diag_span) — for gated_key by warp tiles
+//     (dqk_warp_tiles: fragments formed in registers, the factorised diagonal in split-bf16); the router weights' dot products
 //     ⟨k_j, dk̃_j⟩, ⟨q_t, dq̂_t⟩ per key tile into dotbuf, summed by chunk_dg_kernel in tile order.
 // States and their gradients enter the products rounded to bf16, as fla's kernels do.
 
