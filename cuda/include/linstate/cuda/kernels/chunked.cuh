@@ -307,6 +307,43 @@ __device__ __forceinline__ void store8(T* dst, const float (&x)[8]) {
   }
 }
 
+//! Rows [k0, k0 + rows) and columns [j0, j0 + W) of the fp32 K×V matrix S → dst[a·ld + jj] rounded to
+//! Op (0 beyond K and V); 16-byte loads when V % 4 == 0, the loads of a batch issued before its stores.
+template <class Op>
+__device__ __forceinline__ void stage_state(Op* dst, int ld, const float* S, int K, int V, int k0, int rows, int j0, int W) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const bool v4 = V % 4 == 0;
+  const int groups = W / 4, total = rows * groups;
+  constexpr int Batch = 8;
+  for (int g0 = tid; g0 < total; g0 += nt * Batch) {
+    float4 x[Batch];
+#pragma unroll
+    for (int u = 0; u < Batch; ++u) {
+      const int gi = g0 + u * nt, a = gi / groups, j = j0 + (gi % groups) * 4;
+      x[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (gi < total && k0 + a < K && j < V) {
+        const float* s = S + static_cast<index_t>(k0 + a) * V + j;
+        if (v4) x[u] = __ldg(reinterpret_cast<const float4*>(s));
+        else {
+          x[u].x = s[0];
+          if (j + 1 < V) x[u].y = s[1];
+          if (j + 2 < V) x[u].z = s[2];
+          if (j + 3 < V) x[u].w = s[3];
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < Batch; ++u) {
+      const int gi = g0 + u * nt;
+      if (gi < total) {
+        const int a = gi / groups, jj = (gi % groups) * 4;
+        Op* d = dst + a * ld + jj;
+        d[0] = to_op<Op>(x[u].x), d[1] = to_op<Op>(x[u].y), d[2] = to_op<Op>(x[u].z), d[3] = to_op<Op>(x[u].w);
+      }
+    }
+  }
+}
+
 // --- 1. chunk_state_kernel -----------------------------------------------------------------------
 
 //! V columns per state block: 64. (128 for 16-bit inputs builds Γ and K̃ once for V ≤ 128 but drops
@@ -1093,35 +1130,7 @@ __global__ void __launch_bounds__(output_threads) chunk_output_kernel(const chun
     stage_rows<Sop>(Ys, L.ldy, KP, TV, Hs + j0, V - j0, vh, [&](int a) { return static_cast<index_t>(a) * V; },
                     [&](int a) { return a < K; });
   } else {  // H_c [K, V] columns [j0, j0 + TV), fp32 → Sop
-    const float* Hc = p.hbuf + ch * static_cast<index_t>(K) * V;
-    const bool v4 = V % 4 == 0;
-    constexpr int groups = TV / 4, Batch = 8;
-    for (int g0 = tid; g0 < KP * groups; g0 += nt * Batch) {
-      float4 x[Batch];
-#pragma unroll
-      for (int u = 0; u < Batch; ++u) {
-        const int gi = g0 + u * nt, a = gi / groups, jj = (gi % groups) * 4, j = j0 + jj;
-        x[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (gi < KP * groups && a < K && j < V) {
-          const float* s = Hc + static_cast<index_t>(a) * V + j;
-          if (v4) x[u] = __ldg(reinterpret_cast<const float4*>(s));
-          else {
-            x[u].x = s[0];
-            if (j + 1 < V) x[u].y = s[1];
-            if (j + 2 < V) x[u].z = s[2];
-            if (j + 3 < V) x[u].w = s[3];
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < Batch; ++u) {
-        const int gi = g0 + u * nt, a = gi / groups, jj = (gi % groups) * 4;
-        if (gi < KP * groups) {
-          Sop* d = Ys + a * L.ldy + jj;
-          d[0] = to_op<Sop>(x[u].x), d[1] = to_op<Sop>(x[u].y), d[2] = to_op<Sop>(x[u].z), d[3] = to_op<Sop>(x[u].w);
-        }
-      }
-    }
+    stage_state<Sop>(Ys, L.ldy, p.hbuf + ch * static_cast<index_t>(K) * V, K, V, 0, KP, j0, TV);
   }
   __syncthreads();  // recs ready
   {  // V rows of writing records

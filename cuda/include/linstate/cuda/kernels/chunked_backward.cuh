@@ -174,43 +174,6 @@ inline constexpr int dqk_threads = 256;  //!< threads of chunk_bwd_dqk_kernel (t
 inline constexpr int bwd_kt = 64;        //!< keys per chunk_bwd_dqk_kernel block
 inline constexpr int bwd_tv = 64;        //!< V columns per chunk_bwd_dv_kernel block
 
-//! Rows [k0, k0 + rows) and columns [j0, j0 + W) of the fp32 K×V matrix S → dst[a·ld + jj] rounded to
-//! Op (0 beyond K and V); 16-byte loads when V % 4 == 0, the loads of a batch issued before its stores.
-template <class Op>
-__device__ __forceinline__ void stage_state(Op* dst, int ld, const float* S, int K, int V, int k0, int rows, int j0, int W) {
-  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const bool v4 = V % 4 == 0;
-  const int groups = W / 4, total = rows * groups;
-  constexpr int Batch = 8;
-  for (int g0 = tid; g0 < total; g0 += nt * Batch) {
-    float4 x[Batch];
-#pragma unroll
-    for (int u = 0; u < Batch; ++u) {
-      const int gi = g0 + u * nt, a = gi / groups, j = j0 + (gi % groups) * 4;
-      x[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (gi < total && k0 + a < K && j < V) {
-        const float* s = S + static_cast<index_t>(k0 + a) * V + j;
-        if (v4) x[u] = __ldg(reinterpret_cast<const float4*>(s));
-        else {
-          x[u].x = s[0];
-          if (j + 1 < V) x[u].y = s[1];
-          if (j + 2 < V) x[u].z = s[2];
-          if (j + 3 < V) x[u].w = s[3];
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < Batch; ++u) {
-      const int gi = g0 + u * nt;
-      if (gi < total) {
-        const int a = gi / groups, jj = (gi % groups) * 4;
-        Op* d = dst + a * ld + jj;
-        d[0] = to_op<Op>(x[u].x), d[1] = to_op<Op>(x[u].y), d[2] = to_op<Op>(x[u].z), d[3] = to_op<Op>(x[u].w);
-      }
-    }
-  }
-}
-
 // --- 4a. chunk_bwd_da_kernel ---------------------------------------------------------------------
 
 struct da_smem {
@@ -404,21 +367,27 @@ __device__ __forceinline__ void dqk_warp_tiles(float* R, int ldr, const __nv_bfl
     };
     float off[2][4] = {}, dg[2][4] = {};
     const bool sl = slow[B] != 0;
+    // B-fragment values of source sub-chunk S for 8-column half h (rows k = t2, t2 + 1, t2 + 8, t2 + 9 of S,
+    // key a0 + 8h + g): the source row scaled by r / w and by its decay to the reference row ref
+    // (≤ 1 off the diagonal; __expf there, as the staged form; the factorised diagonal's accurate expf)
+    auto source = [&](int S, int ref, int h, bool accurate, float (&y)[4]) {
+      const int a = a0 + 8 * h + g;
+      const float gref = G[ref * ldg + a];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int i = 16 * S + t2 + (q & 1) + 8 * (q >> 1);
+        const float x = Dk ? G[i * ldg + a] - gref : gref - G[i * ldg + a];
+        y[q] = to_f32(Src[i * lds + a]) * scale(i) * (accurate ? expf(x) : __expf(x));
+      }
+    };
     // off-diagonal sources: dk — the sub-chunks after B; dq — those before
     for (int S = Dk ? B + 1 : 0; S < (Dk ? subs : B); ++S) {
       unsigned af[4];
       afrag(S, af);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int a = a0 + 8 * h + g;
-        const float gref = G[rr * ldg + a];
         float y[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int i = 16 * S + t2 + (q & 1) + 8 * (q >> 1);
-          const float e = Dk ? __expf(G[i * ldg + a] - gref) : __expf(gref - G[i * ldg + a]);
-          y[q] = to_f32(Src[i * lds + a]) * scale(i) * e;
-        }
+        source(S, rr, h, false, y);
         const unsigned bf[2] = {pack(y[0], y[1]), pack(y[2], y[3])};
         mma_bf16_16816(off[h], af, bf);
       }
@@ -428,15 +397,8 @@ __device__ __forceinline__ void dqk_warp_tiles(float* R, int ldr, const __nv_bfl
       afrag(B, af);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int a = a0 + 8 * h + g;
-        const float gref = G[r0 * ldg + a];
         float y[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int i = r0 + t2 + (q & 1) + 8 * (q >> 1);
-          const float e = Dk ? expf(G[i * ldg + a] - gref) : expf(gref - G[i * ldg + a]);
-          y[q] = Dk ? scale(i) * to_f32(Src[i * lds + a]) * e : to_f32(Src[i * lds + a]) * scale(i) * e;
-        }
+        source(B, r0, h, true, y);
         unsigned bh[2], bl[2];
         split2(y[0], y[1], bh[0], bl[0]);
         split2(y[2], y[3], bh[1], bl[1]);
