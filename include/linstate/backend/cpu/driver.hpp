@@ -83,6 +83,27 @@ inline void keep_eigen_on_this_thread() {
 #endif
 }
 
+//! The lockstep forms' division of a call: each sequence's value heads cut into `blocks` blocks of
+//! consecutive heads (one per thread of the team, at most HV), job = sequence · blocks + block.
+//! lockstep_blocks is called inside the parallel region (it reads the team's size).
+inline index_t lockstep_blocks(index_t HV) {
+#if LINSTATE_HAS_OPENMP
+  const index_t team = omp_get_num_threads();
+#else
+  const index_t team = 1;
+#endif
+  return std::min<index_t>(HV, team);
+}
+struct head_block {
+  index_t s, hv0, hv1;  // sequence, value heads [hv0, hv1)
+  index_t tok0, len;    // the sequence's first token and length
+};
+inline head_block head_block_of(const problem& pb, index_t job, index_t blocks) {
+  const index_t s = job / blocks, b = job % blocks;
+  const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
+  return {s, pb.HV * b / blocks, pb.HV * (b + 1) / blocks, tok0, pb.seq[static_cast<std::size_t>(s + 1)] - tok0};
+}
+
 //! A per-thread object of type Scratch, kept from call to call (sized on first use, then reused).
 template <class Scratch>
 Scratch& thread_scratch() {
@@ -208,20 +229,13 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     if (!lockstep && !lockstep_multi) acc_buffer::reserve(static_cast<std::size_t>(longest * V));
     if (lockstep_multi) {
       if constexpr (!generic) {
-#if LINSTATE_HAS_OPENMP
-        const index_t team = omp_get_num_threads();
-#else
-        const index_t team = 1;
-#endif
-        const index_t blocks = std::min<index_t>(HV, team);  // head blocks per sequence
+        const index_t blocks = lockstep_blocks(HV);
 #if LINSTATE_HAS_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
         for (index_t job = 0; job < S * blocks; ++job) {
-          const index_t s = job / blocks, b = job % blocks;
-          const index_t hv0 = HV * b / blocks, hv1 = HV * (b + 1) / blocks, nb = hv1 - hv0;
-          const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
-          const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
+          const head_block hb = head_block_of(pb, job, blocks);
+          const index_t s = hb.s, hv0 = hb.hv0, hv1 = hb.hv1, nb = hv1 - hv0, tok0 = hb.tok0, len = hb.len;
           if (len == 0) continue;
           float* const acc = o_acc.zeros(static_cast<std::size_t>(len * nb * V));
           for (index_t p = 0; p < P; ++p) {
@@ -250,20 +264,13 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
       }
     } else if (lockstep) {
       if constexpr (!generic) {
-#if LINSTATE_HAS_OPENMP
-        const index_t team = omp_get_num_threads();
-#else
-        const index_t team = 1;
-#endif
-        const index_t blocks = std::min<index_t>(HV, team);  // head blocks per sequence
+        const index_t blocks = lockstep_blocks(HV);
 #if LINSTATE_HAS_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
         for (index_t job = 0; job < S * blocks; ++job) {
-          const index_t s = job / blocks, b = job % blocks;
-          const index_t hv0 = HV * b / blocks, hv1 = HV * (b + 1) / blocks;
-          const index_t tok0 = pb.seq[static_cast<std::size_t>(s)];
-          const index_t len = pb.seq[static_cast<std::size_t>(s + 1)] - tok0;
+          const head_block hb = head_block_of(pb, job, blocks);
+          const index_t s = hb.s, hv0 = hb.hv0, hv1 = hb.hv1, tok0 = hb.tok0, len = hb.len;
           const stream st{len, nullptr, nullptr, nullptr, nullptr, tok0};
           for (index_t c0 = 0; c0 < len; c0 += chunk)
             for (index_t hv = hv0; hv < hv1; ++hv) {
