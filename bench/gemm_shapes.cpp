@@ -29,6 +29,8 @@
 #include <Eigen/Core>
 #include <linstate/bench.hpp>
 
+#include "profile_util.hpp"
+
 #if defined(LINSTATE_CBLAS)
 extern "C" {
 #include <cblas.h>
@@ -40,19 +42,9 @@ extern "C" {
 
 namespace {
 
+using namespace linstate_profile;
+
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double thread_cpu_s() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 //! Seconds of this thread's CPU time per call (a shared machine's waits for a core not counted).
 double sample(const std::function<void()>& f, double min_time) {
@@ -65,29 +57,6 @@ double sample(const std::function<void()>& f, double min_time) {
     el = thread_cpu_s() - t0;
   } while (el < min_time);
   return el / n;
-}
-
-//! The FMA peak of this thread: <linstate/bench.hpp>'s 12 chains, by thread CPU time, best of 7.
-double fma_peak_one_thread() {
-  volatile float sink = 0;
-  std::int64_t iters = 1 << 16;
-  for (;;) {
-    const double t0 = thread_cpu_s();
-    linstate::bench::detail::fma_chains(iters, &sink);
-    const double s = thread_cpu_s() - t0;
-    if (s > 2e-3) {
-      iters = static_cast<std::int64_t>(static_cast<double>(iters) * 20e-3 / s) + 1;
-      break;
-    }
-    iters *= 4;
-  }
-  double best = 0;
-  for (int r = 0; r < 7; ++r) {
-    const double t0 = thread_cpu_s();
-    const double flops = linstate::bench::detail::fma_chains(iters, &sink);
-    best = std::max(best, flops / (thread_cpu_s() - t0));
-  }
-  return best;
 }
 
 struct shape {

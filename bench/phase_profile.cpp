@@ -28,7 +28,11 @@
 #include <linstate/bench.hpp>
 #include <linstate/linstate.hpp>
 
+#include "profile_util.hpp"
+
 namespace {
+
+using namespace linstate_profile;
 
 using linstate::index_t;
 namespace lb = linstate::bench;
@@ -40,48 +44,6 @@ struct gdn : linstate::spec<> {
 };
 constexpr index_t K = 128, V = 128, C = 64;
 index_t H = 8;  // --H: heads (the rows of one head lie H·K floats apart)
-
-double process_cpu_s() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double thread_cpu_s() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-//! One thread's FMA peak: <linstate/bench.hpp>'s 12 chains of packet multiply-adds, timed by the
-//! thread's CPU time (so a shared machine's waits do not lower it), the best of 7 runs of ~20 ms.
-double fma_peak_one_thread() {
-  volatile float sink = 0;
-  std::int64_t iters = 1 << 16;
-  for (;;) {
-    const double t0 = thread_cpu_s();
-    lb::detail::fma_chains(iters, &sink);
-    const double s = thread_cpu_s() - t0;
-    if (s > 2e-3) {
-      iters = static_cast<std::int64_t>(static_cast<double>(iters) * 20e-3 / s) + 1;
-      break;
-    }
-    iters *= 4;
-  }
-  double best = 0;
-  for (int r = 0; r < 7; ++r) {
-    const double t0 = thread_cpu_s();
-    const double flops = lb::detail::fma_chains(iters, &sink);
-    best = std::max(best, flops / (thread_cpu_s() - t0));
-  }
-  return best;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 //! FLOPs of the products one chunk of m rows forms (2·m·n·k each; the triangular solve m²(V+K)).
 //! Counted whole: since issue 13's session 8 the AVX2 kernel forms only about half of the causal
@@ -144,16 +106,6 @@ void profile(const char* name, index_t T, int threads, int samples, double min_t
     std::printf("triangular solve: %.1f MFLOP per call, %.1f GFLOP/s per thread\n", sflops / 1e6, sflops / ts / 1e9);
   }
   std::fflush(stdout);
-}
-
-std::vector<int> ints(const char* v) {
-  std::vector<int> r;
-  for (const char* p = v; *p;) {
-    r.push_back(std::atoi(p));
-    while (*p && *p != ',') ++p;
-    if (*p) ++p;
-  }
-  return r;
 }
 
 }  // namespace

@@ -29,7 +29,11 @@
 #include <linstate/bench.hpp>
 #include <linstate/linstate.hpp>
 
+#include "profile_util.hpp"
+
 namespace {
+
+using namespace linstate_profile;
 
 using linstate::index_t;
 namespace lb = linstate::bench;
@@ -37,25 +41,6 @@ namespace ph = linstate::detail::phase;
 
 struct gla : linstate::spec<> {};
 index_t H = 8;  // --H: heads (a head's rows lie H·K floats apart)
-
-double process_cpu_s() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
 
 struct timing {
   std::vector<double> wall, cpu;
@@ -115,16 +100,6 @@ void profile(index_t T, int threads, int samples, double min_time) {
               "backward / forward: %.2f (wall), %.2f (CPU)\n",
               (fw + bw) * 1e3, T / (fw + bw) / 1e3, (fc + bc) * 1e3, T / (fc + bc) / 1e3, bw / fw, bc / fc);
   std::fflush(stdout);
-}
-
-std::vector<int> ints(const char* v) {
-  std::vector<int> r;
-  for (const char* p = v; *p;) {
-    r.push_back(std::atoi(p));
-    while (*p && *p != ',') ++p;
-    if (*p) ++p;
-  }
-  return r;
 }
 
 }  // namespace
