@@ -60,6 +60,7 @@ namespace linstate::cuda_detail {
 inline constexpr int delta_threads = 256;
 inline constexpr int delta_scan_tile = 16;  //!< V columns per block of the sequential kernels 2 and 4
 inline constexpr int delta_out_tile = 64;   //!< V columns per block of the output kernel
+inline constexpr int delta_grad_threads = 256;  //!< gradient kernel: 8 warps
 
 template <class Dev>
 struct delta_params : chunk_bwd_params<Dev> {
@@ -129,56 +130,104 @@ __host__ __device__ constexpr int ldk(int K) { return K + 4; }   // rows read as
 __host__ __device__ constexpr int ldk1(int K) { return K + 1; }  // rows read as a transposed tile_mma operand
 inline constexpr int slab = 16, ldslab = slab + 4;
 
-//! One slab of gemm_abt_staged: columns [k0, k0 + 16) of A and B into `stage` (zeros past Kd).
-__device__ __forceinline__ void stage_slab(float* As, float* Bs, const float* A, int lda, const float* B, int ldb, int M, int N,
-                                           int Kd, int k0) {
+//! The float4 pieces of one slab of gemm_abt_staged (columns [k0, k0 + 16) of A's M rows and B's N
+//! rows) that one thread stages: piece e = tid + n·nt (n < slab_pieces) is row e / 4, columns
+//! k0 + 4·(e % 4) … + 3 (zeros past Kd; Kd, lda and ldb multiples of 4 and the rows 16-byte aligned,
+//! so a piece is wholly inside or outside). M + N ≤ C + max(C, chunk_max_k) rows.
+inline constexpr int slab_rows_max = chunk_len + (chunk_max_k > chunk_len ? chunk_max_k : chunk_len);
+inline constexpr int slab_pieces = (slab_rows_max * 4 + delta_grad_threads - 1) / delta_grad_threads;
+//! 16×16 output tiles per warp of the split-bf16 form: a [C, max(C, chunk_max_k)] product over the grad kernel's warps.
+inline constexpr int slab_tiles = (chunk_len / 16) * ((slab_rows_max - chunk_len) / 16) / (delta_grad_threads / 32);
+struct slab_regs {
+  float4 x[slab_pieces];
+};
+
+//! Global (or shared) → registers: this thread's pieces of the slab at column k0 (all loads issued
+//! before any is used, so the slab costs one memory latency, hidden behind the previous slab's products).
+__device__ __forceinline__ void load_slab(slab_regs& r, const float* A, int lda, const float* B, int ldb, int M, int N, int Kd,
+                                          int k0) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int w = min(slab, Kd - k0);
-  for (int e = tid; e < (M + N) * slab; e += nt) {
-    const int row = e / slab, kk = e % slab;
-    const float* src = row < M ? A + static_cast<index_t>(row) * lda : B + static_cast<index_t>(row - M) * ldb;
-    (row < M ? As + row * ldslab : Bs + (row - M) * ldslab)[kk] = kk < w ? src[k0 + kk] : 0.f;
+#pragma unroll
+  for (int n = 0; n < slab_pieces; ++n) {
+    const int e = tid + n * nt, row = e >> 2, kk = k0 + 4 * (e & 3);
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (row < M + N && kk < Kd) {
+      const float* src = row < M ? A + static_cast<index_t>(row) * lda : B + static_cast<index_t>(row - M) * ldb;
+      x = *reinterpret_cast<const float4*>(src + kk);
+    }
+    r.x[n] = x;
   }
 }
 
-//! gemm_abt_staged's split-bf16 tensor-core form (tile_mma.cuh, tile_mma_x3): each warp keeps the
-//! accumulators of its (at most 4) 16×16 output tiles in registers across the slabs.
-__device__ __forceinline__ void gemm_abt_staged_x3(float* C, int ldc_, const float* A, int lda, const float* B, int ldb, int M,
-                                                   int N, int Kd, bool accumulate, float* stage) {
+//! Registers → the stage (As [M][ldslab], Bs [N][ldslab]).
+__device__ __forceinline__ void store_slab(const slab_regs& r, float* As, float* Bs, int M, int N) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+#pragma unroll
+  for (int n = 0; n < slab_pieces; ++n) {
+    const int e = tid + n * nt, row = e >> 2;
+    if (row < M + N) *reinterpret_cast<float4*>((row < M ? As + row * ldslab : Bs + (row - M) * ldslab) + 4 * (e & 3)) = r.x[n];
+  }
+}
+
+//! C[M×N] (+)= A·Bᵀ with A [M×Kd] and B [N×Kd] row-major (global or shared memory; lda, ldb, Kd
+//! multiples of 4, rows 16-byte aligned): slabs of 16 columns of both are staged through `stage`
+//! ((M + N)·20 floats of shared memory), each slab's float4 loads issued into registers while the
+//! previous slab is multiplied (software pipelining: one memory latency per call, not one per slab).
+//! The products: for bf16 inputs (Dev) with M and N multiples of 16 and at most 4 output tiles per
+//! warp, the split-bf16 tensor-core form (tile_mma.cuh, tile_mma_x3; each warp keeps the accumulators
+//! of its (at most slab_tiles) 16×16 output tiles in registers across the slabs); otherwise tile_mma's exact fp32.
+//! Whole block, blockDim.x ≤ delta_grad_threads; synchronises before reading the operands (so the
+//! caller's writes of A and B are complete) and before each slab is written; the caller synchronises
+//! after (C read).
+template <class Dev>
+__device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float* A, int lda, const float* B, int ldb, int M,
+                                                int N, int Kd, bool accumulate, float* stage) {
   using x3_detail::split2;
   using x3_detail::mma_bf16_16816;
-  const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
-  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2;
-  const int tn = N / 16, tiles = (M / 16) * tn;
   float* As = stage;
   float* Bs = stage + M * ldslab;
-  float d[4][2][4];
+  const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
+  bool x3 = false;
+  if constexpr (std::is_same_v<Dev, __nv_bfloat16>) x3 = ((M | N) & 15) == 0 && (M / 16) * (N / 16) <= slab_tiles * nwarps;
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int tn = N / 16, tiles = (M / 16) * tn;
+  float d[slab_tiles][2][4];
+  if (x3) {
 #pragma unroll
-  for (int u = 0; u < 4; ++u) {
-    const int tile = warp + u * nwarps;
-    const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+    for (int u = 0; u < slab_tiles; ++u) {
+      const int tile = warp + u * nwarps;
+      const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const bool ld = accumulate && tile < tiles;
-      const float* c0 = C + (i0 + g) * ldc_ + j0 + 8 * h + t2;
-      const float* c1 = c0 + 8 * ldc_;
-      d[u][h][0] = ld ? c0[0] : 0.f, d[u][h][1] = ld ? c0[1] : 0.f, d[u][h][2] = ld ? c1[0] : 0.f, d[u][h][3] = ld ? c1[1] : 0.f;
+      for (int h = 0; h < 2; ++h) {
+        const bool ld = accumulate && tile < tiles;
+        const float* c0 = C + (i0 + g) * ldc_ + j0 + 8 * h + t2;
+        const float* c1 = c0 + 8 * ldc_;
+        d[u][h][0] = ld ? c0[0] : 0.f, d[u][h][1] = ld ? c0[1] : 0.f, d[u][h][2] = ld ? c1[0] : 0.f, d[u][h][3] = ld ? c1[1] : 0.f;
+      }
     }
   }
+  __syncthreads();
+  slab_regs r;
+  load_slab(r, A, lda, B, ldb, M, N, Kd, 0);
   for (int k0 = 0; k0 < Kd; k0 += slab) {
+    if (k0 > 0) __syncthreads();  // the previous slab's reads are done
+    store_slab(r, As, Bs, M, N);
     __syncthreads();
-    stage_slab(As, Bs, A, lda, B, ldb, M, N, Kd, k0);
-    __syncthreads();
+    if (k0 + slab < Kd) load_slab(r, A, lda, B, ldb, M, N, Kd, k0 + slab);  // in flight during the products
+    if (!x3) {
+      tile_mma_f32<Dev, row_major_t, col_major_t>(C, ldc_, As, ldslab, Bs, ldslab, M, N, slab, accumulate || k0 > 0);
+      continue;
+    }
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < slab_tiles; ++u) {
       const int tile = warp + u * nwarps;
       if (tile >= tiles) continue;
       const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
       unsigned ah[4], al[4];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {  // a rows g (r even) / g + 8 (r odd), columns t2 (r < 2) / t2 + 8
-        const float2 x = *reinterpret_cast<const float2*>(As + (i0 + g + 8 * (r & 1)) * ldslab + t2 + 8 * (r >> 1));
-        split2(x.x, x.y, ah[r], al[r]);
+      for (int q = 0; q < 4; ++q) {  // a rows g (q even) / g + 8 (q odd), columns t2 (q < 2) / t2 + 8
+        const float2 x = *reinterpret_cast<const float2*>(As + (i0 + g + 8 * (q & 1)) * ldslab + t2 + 8 * (q >> 1));
+        split2(x.x, x.y, ah[q], al[q]);
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -194,8 +243,9 @@ __device__ __forceinline__ void gemm_abt_staged_x3(float* C, int ldc_, const flo
       }
     }
   }
+  if (!x3) return;
 #pragma unroll
-  for (int u = 0; u < 4; ++u) {
+  for (int u = 0; u < slab_tiles; ++u) {
     const int tile = warp + u * nwarps;
     if (tile >= tiles) continue;
     const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
@@ -205,30 +255,6 @@ __device__ __forceinline__ void gemm_abt_staged_x3(float* C, int ldc_, const flo
       float* c1 = c0 + 8 * ldc_;
       c0[0] = d[u][h][0], c0[1] = d[u][h][1], c1[0] = d[u][h][2], c1[1] = d[u][h][3];
     }
-  }
-}
-
-//! C[M×N] (+)= A·Bᵀ with A [M×Kd] and B [N×Kd] row-major in global memory: slabs of 16 columns of
-//! both are staged through `stage` ((M + N)·20 floats of shared memory) with coalesced loads, then
-//! multiplied by tile_mma (exact fp32), or, for bf16 inputs (Dev) with M and N multiples of 16 and
-//! at most 4 output tiles per warp, by the split-bf16 tensor-core products (gemm_abt_staged_x3).
-//! Whole block; synchronises before each slab is written; the caller synchronises after (C read).
-template <class Dev>
-__device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float* A, int lda, const float* B, int ldb, int M,
-                                                int N, int Kd, bool accumulate, float* stage) {
-  if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
-    if (((M | N) & 15) == 0 && (M / 16) * (N / 16) <= 4 * (static_cast<int>(blockDim.x) >> 5)) {
-      gemm_abt_staged_x3(C, ldc_, A, lda, B, ldb, M, N, Kd, accumulate, stage);
-      return;
-    }
-  }
-  float* As = stage;
-  float* Bs = stage + M * ldslab;
-  for (int k0 = 0; k0 < Kd; k0 += slab) {
-    __syncthreads();
-    stage_slab(As, Bs, A, lda, B, ldb, M, N, Kd, k0);
-    __syncthreads();
-    tile_mma_f32<Dev, row_major_t, col_major_t>(C, ldc_, As, ldslab, Bs, ldslab, M, N, slab, accumulate || k0 > 0);
   }
 }
 inline constexpr int ldc = chunk_len + 4;
@@ -763,7 +789,7 @@ struct delta_grad_smem {
     recs = 0;
     G = up16(chunk_len * sizeof(chunk_record));
     b = G + vec, dG = b + vec, db = dG + vec, cv = db + vec, red = cv + vec;
-    Kn = red + up16(delta_threads * sizeof(float));
+    Kn = red + up16(delta_grad_threads / 32 * sizeof(float));
     Qs = Kn + rowk, dQ = Qs + rowk, dK = dQ + rowk, Tm = dK + rowk;
     Am = Tm + cc, X = Am + cc, Y = X + cc;
     bytes = Y + cc;
@@ -773,7 +799,7 @@ struct delta_grad_smem {
 //! grid (max_chunks, HV). Notation of chunked_delta_backward.hpp; D = ∂L/∂S' (dbuf), S entering (hbuf).
 //! (The template's D is the decay policy: its log_decay tells which gates were floored.)
 template <class D, class Dev>
-__global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_params<Dev> p) {
+__global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const delta_params<Dev> p) {
   using namespace delta_detail;
   constexpr int C = chunk_len;
   const index_t c = blockIdx.x;
@@ -815,14 +841,38 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
   float* ws3 = ws2 + C * K;                                                         // [C,V]
   if (tid < C) G[tid] = p.G[o.c + tid], b[tid] = p.b[o.c + tid], dG[tid] = 0.f, db[tid] = 0.f;
   __syncthreads();
-  for (int e = tid; e < C * K; e += nt) {
-    const int i = e / K, a = e % K;
-    Kn[i * lk + a] = p.kn[o.ck + e];
-    Qs[i * lk + a] = p.qn[o.ck + e] * recs[i].r;
-  }
-  for (int e = tid; e < C * C; e += nt) {
-    const int i = e / C, j = e % C;
-    Tm[i * ldc + j] = p.Tm[o.cc + e], Am[i * ldc + j] = p.A[o.cc + e];
+  {  // float4 loads, a batch of them in flight per thread before the (scalar, padded-row) stores
+    constexpr int batch = 4;
+    const int kq = K / 4, n4 = C * kq;
+    const auto* kn4 = reinterpret_cast<const float4*>(p.kn + o.ck);
+    const auto* qn4 = reinterpret_cast<const float4*>(p.qn + o.ck);
+    for (int e0 = tid; e0 < n4; e0 += batch * nt) {
+      float4 xk[batch], xq[batch];
+#pragma unroll
+      for (int u = 0; u < batch; ++u) {
+        const int e = e0 + u * nt;
+        if (e < n4) xk[u] = kn4[e], xq[u] = qn4[e];
+      }
+#pragma unroll
+      for (int u = 0; u < batch; ++u) {
+        const int e = e0 + u * nt;
+        if (e >= n4) continue;
+        const int i = e / kq, a = 4 * (e % kq);
+        const float r = recs[i].r;
+        float* kr = Kn + i * lk + a;
+        float* qr = Qs + i * lk + a;
+        kr[0] = xk[u].x, kr[1] = xk[u].y, kr[2] = xk[u].z, kr[3] = xk[u].w;
+        qr[0] = xq[u].x * r, qr[1] = xq[u].y * r, qr[2] = xq[u].z * r, qr[3] = xq[u].w * r;
+      }
+    }
+    const auto* t4 = reinterpret_cast<const float4*>(p.Tm + o.cc);
+    const auto* a4 = reinterpret_cast<const float4*>(p.A + o.cc);
+    for (int e = tid; e < C * C / 4; e += nt) {  // ldc is a multiple of 4: float4 rows
+      const int i = e / (C / 4), j = 4 * (e % (C / 4));
+      const float4 xt = t4[e], xa = a4[e];
+      *reinterpret_cast<float4*>(Tm + i * ldc + j) = xt;
+      *reinterpret_cast<float4*>(Am + i * ldc + j) = xa;
+    }
   }
   bool any_r = false;
   for (int i = 0; i < C; ++i) any_r |= recs[i].rd;
@@ -832,8 +882,18 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
   // S' = e^{G_C} S + Kdᵀ Vn:  dKd = Vn Dᵀ, c_i = ⟨dKd_i, Kd_i⟩, dG_C += Σ c_i + e^{G_C} ⟨D, S⟩
   gemm_abt_staged<Dev>(dK, lk, Vn, V, Dx, V, C, K, V, false, Y);
   float part = 0.f;
-  for (index_t e = tid; e < static_cast<index_t>(K) * V; e += nt) part = fmaf(Dx[e], S[e], part);
-  red[tid] = part;
+  {
+    const auto* d4 = reinterpret_cast<const float4*>(Dx);
+    const auto* s4 = reinterpret_cast<const float4*>(S);
+    const int n4 = K * V / 4;
+#pragma unroll 4
+    for (int e = tid; e < n4; e += nt) {
+      const float4 x = d4[e], y = s4[e];
+      part = fmaf(x.x, y.x, part), part = fmaf(x.y, y.y, part), part = fmaf(x.z, y.z, part), part = fmaf(x.w, y.w, part);
+    }
+  }
+  part = warp_sum(part);
+  if (lane == 0) red[warp] = part;
   __syncthreads();
   for (int i = warp; i < C; i += nwarps) {
     const float e = __expf(gl - G[i]);
@@ -848,7 +908,7 @@ __global__ void __launch_bounds__(delta_threads) delta_grad_kernel(const delta_p
   float dGl = 0.f;
   if (tid == 0) {
     float sd = 0.f;
-    for (int i = 0; i < nt; ++i) sd += red[i];
+    for (int i = 0; i < nwarps; ++i) sd += red[i];
     for (int i = 0; i < C; ++i) dGl += cvec[i];
     dGl += egl * sd;
   }
@@ -1054,7 +1114,7 @@ template <class D, class Dev>
 void enqueue_delta_grad(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
   const index_t chunks = p.rt.max_chunks;
   if (chunks > 0) {
-    delta_grad_kernel<D, Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_threads,
+    delta_grad_kernel<D, Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_grad_threads,
                              delta_grad_smem(p.K).bytes, stream>>>(p);
     check_launch("delta_grad_kernel", api);
   }
