@@ -60,7 +60,7 @@ namespace linstate::cuda_detail {
 inline constexpr int delta_threads = 256;
 inline constexpr int delta_scan_tile = 16;  //!< V columns per block of the sequential kernels 2 and 4
 inline constexpr int delta_out_tile = 64;   //!< V columns per block of the output kernel
-inline constexpr int delta_grad_threads = 256;  //!< gradient kernel: 8 warps
+inline constexpr int delta_grad_threads = 512;  //!< gradient kernel: 16 warps (one block per SM: latency hiding)
 
 template <class Dev>
 struct delta_params : chunk_bwd_params<Dev> {
