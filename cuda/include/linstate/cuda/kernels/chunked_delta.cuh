@@ -283,8 +283,11 @@ __device__ __forceinline__ chunk_block<Dev> begin_chunk(const delta_params<Dev>&
 
 // --- 1. delta_prep_kernel --------------------------------------------------------------------------
 
+//! Sized for two blocks per SM at K = 128 (≈ 105 KiB): the V tile of U lives over Qs (used up by
+//! then), QK̂ᵀ over Lm after the solve, and the solve's scratch X is the three 16×16 blocks it needs.
 struct delta_prep_smem {
-  std::size_t recs, G, b, Ks, Qs, Lm, Am, Tm, Vt, bytes;
+  static constexpr int ldx = 17;  //!< pitch of the solve's 16×16 scratch blocks
+  std::size_t recs, G, b, Ks, Qs, Lm, Tm, X, Vt, bytes;
   __host__ __device__ explicit delta_prep_smem(int K) {
     using delta_detail::up16;
     const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk1(K) * sizeof(float);
@@ -293,8 +296,11 @@ struct delta_prep_smem {
     G = up16(chunk_len * sizeof(chunk_record));
     b = G + up16(chunk_len * sizeof(float));
     Ks = b + up16(chunk_len * sizeof(float));
-    Qs = Ks + rowk, Lm = Qs + rowk, Am = Lm + cc, Tm = Am + cc, Vt = Tm + cc;
-    bytes = Vt + static_cast<std::size_t>(chunk_len) * (delta_out_tile + 4) * sizeof(float);
+    Qs = Ks + rowk, Lm = Qs + rowk, Tm = Lm + cc, X = Tm + cc;
+    Vt = Qs;  // [C][delta_out_tile + 4] ≤ rowk: K ≥ delta_out_tile, or else the larger of the two
+    bytes = X + up16(static_cast<std::size_t>(chunk_len / 16 - 1) * 16 * ldx * sizeof(float));
+    const std::size_t vt = static_cast<std::size_t>(chunk_len) * (delta_out_tile + 4) * sizeof(float);
+    if (vt > rowk) bytes += vt - rowk, Lm += vt - rowk, Tm += vt - rowk, X += vt - rowk;
   }
 };
 
@@ -315,9 +321,10 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
   float* Ks = reinterpret_cast<float*>(smem_raw + L.Ks);
   float* Qs = reinterpret_cast<float*>(smem_raw + L.Qs);
   float* Lm = reinterpret_cast<float*>(smem_raw + L.Lm);
-  float* Am = reinterpret_cast<float*>(smem_raw + L.Am);
   float* Tm = reinterpret_cast<float*>(smem_raw + L.Tm);
+  float* Xs = reinterpret_cast<float*>(smem_raw + L.X);
   float* Vt = reinterpret_cast<float*>(smem_raw + L.Vt);
+  constexpr int ldx = delta_prep_smem::ldx;
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, nwarps = nt >> 5;
   const chunk_block<Dev> blk = begin_chunk(p, c, recs);
@@ -357,20 +364,17 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
   __syncthreads();
   if (tid < C) p.G[o.c + tid] = G[tid], p.b[o.c + tid] = b[tid];
   tile_mma_f32<Dev, row_major_t, col_major_t>(Lm, ldc, Ks, lk, Ks, lk, C, C, K, false);  // K̂ K̂ᵀ
-  tile_mma_f32<Dev, row_major_t, col_major_t>(Am, ldc, Qs, lk, Ks, lk, C, C, K, false);  // Q K̂ᵀ
   __syncthreads();
   for (int e = tid; e < C * C; e += nt) {
     const int i = e / C, j = e % C;
-    const float gam = j <= i ? __expf(G[i] - G[j]) : 0.f;
+    const float gam = j < i ? __expf(G[i] - G[j]) : 0.f;
     Lm[i * ldc + j] = j < i ? b[i] * Lm[i * ldc + j] * gam : 0.f;  // strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ)
-    const float a = Am[i * ldc + j] * gam;                          // lower_incl(Q K̂ᵀ ⊙ Γ)
-    p.A[o.cc + e] = a;
   }
   __syncthreads();
   // T = (I + L)⁻¹ by a blocked forward substitution in fp32 (as delta_tc_prep_kernel's): the four 16×16
   // diagonal blocks one column per thread, T_rc = −Σ_{c ≤ l < r} L_rl T_lc; then block row by block
-  // row X_ij = Σ_{j ≤ m < i} L_im T_mj (into Am, free since A went out) and T_ij = −T_ii X_ij. (One
-  // column per thread over all 64 rows made a 2016-step dependent chain on two warps.)
+  // row X_ij = Σ_{j ≤ m < i} L_im T_mj (into Xs) and T_ij = −T_ii X_ij. (One column per thread over
+  // all 64 rows made a 2016-step dependent chain on two warps.)
   if (tid < C) {
     const int o0 = (tid / 16) * 16, col = tid % 16;
     for (int r = 0; r < 16; ++r) {
@@ -390,19 +394,27 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
       const float* Lr = Lm + (bi * 16 + r) * ldc;
       float s = 0.f;
       for (int l = bj * 16; l < bi * 16; ++l) s = fmaf(Lr[l], Tm[l * ldc + bj * 16 + col], s);
-      Am[bj * 16 * 17 + r * 17 + col] = s;
+      Xs[bj * 16 * ldx + r * ldx + col] = s;
     }
     __syncthreads();
     for (int e = tid; e < bi * 256; e += nt) {
       const int bj = e / 256, r = (e % 256) / 16, col = e % 16;
       const float* Tr = Tm + (bi * 16 + r) * ldc + bi * 16;
       float s = 0.f;
-      for (int m = 0; m <= r; ++m) s = fmaf(Tr[m], Am[bj * 16 * 17 + m * 17 + col], s);
+      for (int m = 0; m <= r; ++m) s = fmaf(Tr[m], Xs[bj * 16 * ldx + m * ldx + col], s);
       Tm[(bi * 16 + r) * ldc + bj * 16 + col] = -s;
     }
     __syncthreads();
   }
   for (int e = tid; e < C * C; e += nt) p.Tm[o.cc + e] = Tm[(e / C) * ldc + e % C];
+  // A = lower_incl(Q K̂ᵀ ⊙ Γ), the product over Lm (used up by the solve)
+  tile_mma_f32<Dev, row_major_t, col_major_t>(Lm, ldc, Qs, lk, Ks, lk, C, C, K, false);  // Q K̂ᵀ
+  __syncthreads();
+  for (int e = tid; e < C * C; e += nt) {
+    const int i = e / C, j = e % C;
+    const float gam = j <= i ? __expf(G[i] - G[j]) : 0.f;
+    p.A[o.cc + e] = Lm[i * ldc + j] * gam;
+  }
   // W = T diag(b e^G) K̂
   for (int e = tid; e < C * K; e += nt) {
     const int i = e / K;
@@ -1064,6 +1076,10 @@ void set_delta_smem(int K, const char* api) {
       check(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), name, api);
     };
     set(reinterpret_cast<const void*>(delta_prep_kernel<D, Dev>), delta_prep_smem(k).bytes, "cudaFuncSetAttribute(delta_prep_kernel)");
+    // two blocks per SM (delta_prep_smem): the largest shared-memory carveout
+    check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_prep_kernel<D, Dev>), cudaFuncAttributePreferredSharedMemoryCarveout,
+                               cudaSharedmemCarveoutMaxShared),
+          "cudaFuncSetAttribute(delta_prep_kernel)", api);
     set(reinterpret_cast<const void*>(delta_state_kernel<Dev>), delta_state_smem(k).bytes, "cudaFuncSetAttribute(delta_state_kernel)");
     set(reinterpret_cast<const void*>(delta_output_kernel<Dev>), delta_output_smem(k).bytes,
         "cudaFuncSetAttribute(delta_output_kernel)");
