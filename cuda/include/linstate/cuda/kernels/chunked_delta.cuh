@@ -935,9 +935,9 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
       Y[i * ldc + j] = X[i * ldc + j] * Am[i * ldc + j];
     }
     __syncthreads();
-    if (tid < C) {  // dG from Γ inside A (the diagonal cancels)
+    if (tid < C) {  // dG from Γ inside A (the diagonal cancels); the row read from a rotated start (no bank conflicts)
       float rs = 0.f, cs = 0.f;
-      for (int j = 0; j < C; ++j) rs += Y[tid * ldc + j], cs += Y[j * ldc + tid];
+      for (int j = 0; j < C; ++j) rs += Y[tid * ldc + ((j + tid) & (C - 1))], cs += Y[j * ldc + tid];
       dG[tid] += rs - cs;
     }
     for (int e = tid; e < C * C; e += nt) {
@@ -962,11 +962,28 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
   }
   __syncthreads();
 
-  // Vn = U − W S:  dU = dVn, dW = −dVn Sᵀ;  [dB_U | dB_W] = Tᵀ [dU | dW]
-  gemm_abt_staged<Dev>(ws1, K, dVn, V, S, V, C, K, V, false, Y);  // −dW
-  tile_mma_f32<Dev, col_major_t, row_major_t>(ws3, V, Tm, ldc, dVn, V, C, V, C, false);  // dB_U
-  __syncthreads();
-  tile_mma_f32<Dev, col_major_t, row_major_t>(ws2, K, Tm, ldc, ws1, K, C, K, C, false);  // −dB_W
+  // Vn = U − W S:  dU = dVn, dW = −dVn Sᵀ;  [dB_U | dB_W] = Tᵀ [dU | dW], so dB_U = Tᵀ dVn and
+  // −dB_W = Tᵀ dVn Sᵀ = dB_U Sᵀ. dB_U 64 columns at a time, dVn's tile staged in X (float4, in flight together).
+  for (int j0 = 0; j0 < V; j0 += delta_out_tile) {
+    const int q4 = min(delta_out_tile, V - j0) / 4, n4 = C * q4;
+    __syncthreads();
+    for (int e0 = tid; e0 < n4; e0 += 2 * nt) {
+      float4 x[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int e = e0 + u * nt;
+        if (e < n4) x[u] = *reinterpret_cast<const float4*>(dVn + static_cast<index_t>(e / q4) * V + j0 + 4 * (e % q4));
+      }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int e = e0 + u * nt;
+        if (e < n4) *reinterpret_cast<float4*>(X + (e / q4) * ldc + 4 * (e % q4)) = x[u];
+      }
+    }
+    __syncthreads();
+    tile_mma_f32<Dev, col_major_t, row_major_t>(ws3 + j0, V, Tm, ldc, X, ldc, C, 4 * q4, C, false);  // dB_U
+  }
+  gemm_abt_staged<Dev>(ws2, K, ws3, V, S, V, C, K, V, false, Y);  // −dB_W (its leading barrier: ws3 complete)
   __syncthreads();
   for (int i = warp; i < C; i += nwarps) {
     const chunk_record& r = recs[i];
@@ -1006,9 +1023,12 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
     X[i * ldc + j] = x, Y[i * ldc + j] = y, Am[i * ldc + j] = dm;
   }
   __syncthreads();
-  if (tid < C) {
+  if (tid < C) {  // rows read from a rotated start (no bank conflicts)
     float rx = 0.f, ry = 0.f, cy = 0.f;
-    for (int j = 0; j < C; ++j) rx += X[tid * ldc + j], ry += Y[tid * ldc + j], cy += Y[j * ldc + tid];
+    for (int j = 0; j < C; ++j) {
+      const int jr = (j + tid) & (C - 1);
+      rx += X[tid * ldc + jr], ry += Y[tid * ldc + jr], cy += Y[j * ldc + tid];
+    }
     db[tid] += rx, dG[tid] += ry - cy;
   }
   tile_mma_f32<Dev, row_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true);  // dK += dM K̂
