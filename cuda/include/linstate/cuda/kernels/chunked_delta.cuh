@@ -129,6 +129,9 @@ struct at_chunk {
 __host__ __device__ constexpr int ldk(int K) { return K + 4; }   // rows read as float4
 __host__ __device__ constexpr int ldk1(int K) { return K + 1; }  // rows read as a transposed tile_mma operand
 inline constexpr int slab = 16, ldslab = slab + 4;
+//! The stage's pitch for the split-bf16 products: their float2 fragment reads (rows g, columns 2t) hit
+//! 32 distinct banks per half warp with a pitch ≡ 8 (mod 32) words (20 made them 2-way conflicts).
+inline constexpr int ldslab_x3 = slab + 8;
 
 //! The float4 pieces of one slab of gemm_abt_staged (columns [k0, k0 + 16) of A's M rows and B's N
 //! rows) that one thread stages: piece e = tid + n·nt (n < slab_pieces) is row e / 4, columns
@@ -159,19 +162,19 @@ __device__ __forceinline__ void load_slab(slab_regs& r, const float* A, int lda,
   }
 }
 
-//! Registers → the stage (As [M][ldslab], Bs [N][ldslab]).
-__device__ __forceinline__ void store_slab(const slab_regs& r, float* As, float* Bs, int M, int N) {
+//! Registers → the stage (As [M][ld], Bs [N][ld]).
+__device__ __forceinline__ void store_slab(const slab_regs& r, float* As, float* Bs, int M, int N, int ld) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
 #pragma unroll
   for (int n = 0; n < slab_pieces; ++n) {
     const int e = tid + n * nt, row = e >> 2;
-    if (row < M + N) *reinterpret_cast<float4*>((row < M ? As + row * ldslab : Bs + (row - M) * ldslab) + 4 * (e & 3)) = r.x[n];
+    if (row < M + N) *reinterpret_cast<float4*>((row < M ? As + row * ld : Bs + (row - M) * ld) + 4 * (e & 3)) = r.x[n];
   }
 }
 
 //! C[M×N] (+)= A·Bᵀ with A [M×Kd] and B [N×Kd] row-major (global or shared memory; lda, ldb, Kd
 //! multiples of 4, rows 16-byte aligned): slabs of 16 columns of both are staged through `stage`
-//! ((M + N)·20 floats of shared memory), each slab's float4 loads issued into registers while the
+//! ((M + N)·24 floats of shared memory: pitch ldslab_x3 for the split-bf16 form, ldslab else), each slab's float4 loads issued into registers while the
 //! previous slab is multiplied (software pipelining: one memory latency per call, not one per slab).
 //! The products: for bf16 inputs (Dev) with M and N multiples of 16 and at most 4 output tiles per
 //! warp, the split-bf16 tensor-core form (tile_mma.cuh, tile_mma_x3; each warp keeps the accumulators
@@ -184,11 +187,12 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
                                                 int N, int Kd, bool accumulate, float* stage) {
   using x3_detail::split2;
   using x3_detail::mma_bf16_16816;
-  float* As = stage;
-  float* Bs = stage + M * ldslab;
   const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
   bool x3 = false;
   if constexpr (std::is_same_v<Dev, __nv_bfloat16>) x3 = ((M | N) & 15) == 0 && (M / 16) * (N / 16) <= slab_tiles * nwarps;
+  const int ld = x3 ? ldslab_x3 : ldslab;
+  float* As = stage;
+  float* Bs = stage + M * ld;
   const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int tn = N / 16, tiles = (M / 16) * tn;
   float d[slab_tiles][2][4];
@@ -211,7 +215,7 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
   load_slab(r, A, lda, B, ldb, M, N, Kd, 0);
   for (int k0 = 0; k0 < Kd; k0 += slab) {
     if (k0 > 0) __syncthreads();  // the previous slab's reads are done
-    store_slab(r, As, Bs, M, N);
+    store_slab(r, As, Bs, M, N, ld);
     __syncthreads();
     if (k0 + slab < Kd) load_slab(r, A, lda, B, ldb, M, N, Kd, k0 + slab);  // in flight during the products
     if (!x3) {
@@ -226,12 +230,12 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
       unsigned ah[4], al[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {  // a rows g (q even) / g + 8 (q odd), columns t2 (q < 2) / t2 + 8
-        const float2 x = *reinterpret_cast<const float2*>(As + (i0 + g + 8 * (q & 1)) * ldslab + t2 + 8 * (q >> 1));
+        const float2 x = *reinterpret_cast<const float2*>(As + (i0 + g + 8 * (q & 1)) * ld + t2 + 8 * (q >> 1));
         split2(x.x, x.y, ah[q], al[q]);
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float* brow = Bs + (j0 + 8 * h + g) * ldslab + t2;  // B(k, j) = Bs[j][k]
+        const float* brow = Bs + (j0 + 8 * h + g) * ld + t2;  // B(k, j) = Bs[j][k]
         unsigned bh[2], bl[2];
         const float2 y0 = *reinterpret_cast<const float2*>(brow);
         const float2 y1 = *reinterpret_cast<const float2*>(brow + 8);
@@ -795,8 +799,10 @@ struct delta_grad_smem {
   std::size_t recs, G, b, dG, db, cv, red, Kn, Qs, dQ, dK, Tm, Am, X, Y, bytes;
   __host__ __device__ explicit delta_grad_smem(int K) {
     using delta_detail::up16;
-    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk1(K) * sizeof(float);
+    // rows of K̂, Q, dQ, dK: pitch K + 1 (exact fp32 tile_mma) or K + 4 (split-bf16), sized for the larger
+    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
     const std::size_t cc = static_cast<std::size_t>(chunk_len) * delta_detail::ldc * sizeof(float);
+    const std::size_t stage = static_cast<std::size_t>(delta_detail::slab_rows_max) * delta_detail::ldslab_x3 * sizeof(float);
     const std::size_t vec = up16(chunk_len * sizeof(float));
     recs = 0;
     G = up16(chunk_len * sizeof(chunk_record));
@@ -804,7 +810,7 @@ struct delta_grad_smem {
     Kn = red + up16(delta_grad_threads / 32 * sizeof(float));
     Qs = Kn + rowk, dQ = Qs + rowk, dK = dQ + rowk, Tm = dK + rowk;
     Am = Tm + cc, X = Am + cc, Y = X + cc;
-    bytes = Y + cc;
+    bytes = Y + (cc > stage ? cc : stage);  // Y is also gemm_abt_staged's stage for [C, K] products
   }
 };
 
@@ -817,7 +823,10 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lk = ldk1(K);
+  // row pitch of K̂, Q, dQ, dK: K + 1 for the exact fp32 tile_mma; K + 4 for the split-bf16 products,
+  // whose fragment reads (rows 2t, 2t + 1, columns g, and the transposed reads) then hit distinct banks
+  // (K + 1 made them up to 4-way conflicts)
+  const int K = p.K, V = p.V, HV = p.HV, lk = std::is_same_v<Dev, __nv_bfloat16> ? ldk(K) : ldk1(K);
   const delta_grad_smem L(K);
   auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
   float* G = reinterpret_cast<float*>(smem_raw + L.G);
