@@ -283,6 +283,39 @@ __device__ __forceinline__ chunk_block<Dev> begin_chunk(const delta_params<Dev>&
   return {hv, h, at_chunk(c, hv, p.HV, p.K, p.V), at, at.is_shared ? p.shr : p.main};
 }
 
+//! dst[i][a] = use(recs[i]) ? x[row(recs[i]) + a] : 0 as fp32 for i < C, a < width (dst pitch ld, x
+//! at 16-byte aligned rows, width a multiple of vec16<Dev> (chunked.cuh)): 16-byte loads, four per thread in flight
+//! before their (scalar) stores — the gathered rows of the prep kernel.
+template <class Dev, class Use, class Row>
+__device__ __forceinline__ void gather_rows16(float* dst, int ld, const Dev* x, const chunk_record* recs, int width, Use use,
+                                              Row row, const float* scale = nullptr) {
+  constexpr int vw = vec16<Dev>, batch = 4;
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int per = width / vw, n = chunk_len * per;
+  for (int e0 = tid; e0 < n; e0 += batch * nt) {
+    uint4 u[batch];
+#pragma unroll
+    for (int b = 0; b < batch; ++b) {
+      const int e = e0 + b * nt;
+      u[b] = make_uint4(0u, 0u, 0u, 0u);
+      if (e < n) {
+        const chunk_record& r = recs[e / per];
+        if (use(r)) u[b] = *reinterpret_cast<const uint4*>(x + row(r) + (e % per) * vw);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < batch; ++b) {
+      const int e = e0 + b * nt;
+      if (e >= n) continue;
+      const int i = e / per, a = (e % per) * vw;
+      const float f = scale ? scale[i] : 1.f;
+      const Dev* v = reinterpret_cast<const Dev*>(&u[b]);
+#pragma unroll
+      for (int j = 0; j < vw; ++j) dst[i * ld + a + j] = to_f32(v[j]) * f;
+    }
+  }
+}
+
 }  // namespace delta_detail
 
 // --- 1. delta_prep_kernel --------------------------------------------------------------------------
@@ -335,12 +368,20 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
   const at_chunk& o = blk.o;
   const device_source<Dev>& src = blk.src;
   __syncthreads();
-  staged_for(
-      C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.wr ? to_f32(src.k[r.qk + e % K]) : 0.f; },
-      [&](int e, float x) { Ks[(e / K) * lk + e % K] = x; });
-  staged_for(
-      C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.rd ? to_f32(src.q[r.qk + e % K]) : 0.f; },
-      [&](int e, float x) { Qs[(e / K) * lk + e % K] = x; });
+  // the gathered k, q (and below v) rows by 16-byte loads where the inputs allow, else element by element
+  constexpr int vw = vec16<Dev>;
+  const bool vec = K % vw == 0 && V % vw == 0 && aligned16(src.k) && aligned16(src.q) && aligned16(p.v);
+  if (vec) {
+    gather_rows16(Ks, lk, src.k, recs, K, [](const chunk_record& r) { return r.wr; }, [](const chunk_record& r) { return r.qk; });
+    gather_rows16(Qs, lk, src.q, recs, K, [](const chunk_record& r) { return r.rd; }, [](const chunk_record& r) { return r.qk; });
+  } else {
+    staged_for(
+        C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.wr ? to_f32(src.k[r.qk + e % K]) : 0.f; },
+        [&](int e, float x) { Ks[(e / K) * lk + e % K] = x; });
+    staged_for(
+        C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.rd ? to_f32(src.q[r.qk + e % K]) : 0.f; },
+        [&](int e, float x) { Qs[(e / K) * lk + e % K] = x; });
+  }
   if (tid < C) {
     const chunk_record& r = recs[tid];
     G[tid] = r.wr ? detail::chunked_log_decay(to_f32(D::log_decay(src.g + r.hv, 0))) : 0.f;  // floored λ
@@ -431,14 +472,19 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
   for (int j0 = 0; j0 < V; j0 += delta_out_tile) {
     const int n = min(delta_out_tile, V - j0);
     __syncthreads();
-    staged_for(
-        C * delta_out_tile,
-        [&](int e) {
-          const int i = e / delta_out_tile, jj = e % delta_out_tile;
-          const chunk_record& r = recs[i];
-          return (r.wr && jj < n) ? to_f32(p.v[r.hv * V + j0 + jj]) : 0.f;
-        },
-        [&](int e, float x) { Vt[(e / delta_out_tile) * lv + e % delta_out_tile] = x * b[e / delta_out_tile]; });
+    if (vec) {  // n is a multiple of vw; columns [n, 64) are zero (read by no product: its N is n)
+      gather_rows16(Vt, lv, p.v + j0, recs, n, [](const chunk_record& r) { return r.wr; },
+                    [V](const chunk_record& r) { return r.hv * V; }, b);
+    } else {
+      staged_for(
+          C * delta_out_tile,
+          [&](int e) {
+            const int i = e / delta_out_tile, jj = e % delta_out_tile;
+            const chunk_record& r = recs[i];
+            return (r.wr && jj < n) ? to_f32(p.v[r.hv * V + j0 + jj]) : 0.f;
+          },
+          [&](int e, float x) { Vt[(e / delta_out_tile) * lv + e % delta_out_tile] = x * b[e / delta_out_tile]; });
+    }
     __syncthreads();
     tile_mma_f32<Dev, row_major_t, row_major_t>(p.U + o.cv + j0, V, Tm, ldc, Vt, lv, C, n, C, false);
   }
