@@ -17,7 +17,8 @@
 //   S' = e^{G_C} S + (diag(e^{G_C − G}) K̂)ᵀ Vn
 // Forward, three kernels:
 //   1. delta_prep_kernel   (per chunk, value head): k̂, q̂, b, G, T, A, W, U — everything that does not
-//      depend on the state — into per-chunk buffers;
+//      depend on the state — into per-chunk buffers; two blocks per SM (≈ 105 KB of shared memory at
+//      K = 128), the gathered k, q, v rows by 16-byte loads where the inputs allow;
 //   2. delta_state_kernel  (per stream, value head, 16-column V tile; sequential over the stream's
 //      chunks): stores S entering each chunk, Vn = U − W S, S ← S' ; the last S is the final state;
 //   3. delta_output_kernel (per chunk, value head, 64-column V tile): O = diag(e^G) Q S + A Vn.
@@ -26,8 +27,10 @@
 //   4. delta_rscan_kernel  (per stream, value head, V tile; sequential backwards): stores D of each
 //      chunk and the chunk's dO rows, dVn = Aᵀ dO + diag(e^{G_C−G}) K̂ D, and walks
 //      D ← e^{G_C} D + (diag(e^G) Q)ᵀ dO − Wᵀ dVn; the last D is ∂L/∂h0;
-//   5. delta_grad_kernel   (per chunk, value head): every gradient of the chunk — q, k, v, β, g and the
-//      router weights — into the per-slot partials of backward.cuh's contract (Z = 1).
+//   5. delta_grad_kernel   (per chunk, value head; 16 warps, one block per SM at ≈ 205 KB of shared
+//      memory): every gradient of the chunk — q, k, v, β, g and the router weights — into the per-slot
+//      partials of backward.cuh's contract (Z = 1). Its V-long products (gemm_abt_staged) stage 16-column
+//      slabs with the next slab's float4 loads in flight while the current one is multiplied.
 // All arithmetic is fp32 (the buffers, the WY solve, the sequential kernels' own row/column dot
 // products): the WY solve is sensitive to rounding, and this path is about exactness first. The
 // per-chunk products of kernels 1, 3 and 5 (tile_mma_f32, gemm_abt_staged) are exact fp32 on the CUDA
@@ -39,10 +42,13 @@
 // there (delta_tc_hstate_kernel, delta_tc_rscan_kernel).
 // Measured before the split-bf16 products (H200, bf16, B = 1, H = 8, K = V = 128, T = 32768; ncu): the
 // backward's recomputation prep 3.79 ms + state 4.43 ms, reverse scan 8.40 ms, gradient kernel 15.65 ms;
-// bench_cuda forward + backward 35.0 ms; the figures since: docs/benchmarks.md, "Issue 11, session 7".
+// bench_cuda forward + backward 35.0 ms; the figures since: docs/benchmarks.md, "Issue 11, session 7"
+// and later ones (session 9: the backward's prep 3.19 → 1.10 ms, gradient kernel 11.6 → 4.06 ms,
+// bench_cuda GDN forward + backward 22.6 → 13.2 ms).
 //
 // Scratch (fp32, per chunk and value head): k̂, q̂, W [C,K]; U, Vn [C,V]; T, A [C,C]; G, b, 1/‖k‖,
-// 1/‖q‖ [C]; S [K,V]; the backward adds D [K,V], dO, dVn [C,V] and a workspace [C, 2K + V].
+// 1/‖q‖ [C]; S [K,V]; the backward adds D [K,V], dO, dVn [C,V] and a workspace [C, 2K + V] (the
+// gradient kernel's dQg and the products dB_U, −dB_W of its WY adjoint).
 // Requirements (delta_chunked_supported): K ≤ 128, K and V multiples of 4 (tile_mma's fp32 tiles and
 // the float4 staging); other shapes run the recurrent kernels.
 #pragma once
