@@ -418,7 +418,7 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   // bf16, family::diagonal: the gradient kernels' buffers (A, K̃, Q̃, Γ, dA, the router dots)
   constexpr bool tc_bwd = !delta && std::is_same_v<Dev, __nv_bfloat16>;
   std::size_t tc_bytes = 0;
-  if constexpr (tc_bwd) tc_bytes = chunks * static_cast<std::size_t>(pb.HV) * bwd_tc_bytes<D>(KP, routed);
+  if constexpr (tc_bwd) tc_bytes = chunks * static_cast<std::size_t>(pb.HV) * bwd_tc_bytes<D>(KP, static_cast<int>(pb.K), static_cast<int>(pb.V), routed);
   const std::size_t at_tc = lay.add(tc_bytes);
   bwd_partials pt;
   pt.plan(pb, g, 1, lay, /*qk_for_g=*/!delta);
@@ -458,7 +458,7 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   c.dbuf = reinterpret_cast<float*>(base + at_dbuf), c.cbuf = reinterpret_cast<float*>(base + at_cbuf), c.kp = KP;
   c.Rr = pt.Rr, c.Rw = pt.Rw;
   c.dq = pt.dq, c.dk = pt.dk, c.dv = pt.dv, c.dg = pt.dg, c.dcw = pt.dcw, c.dcr = pt.dcr;
-  if constexpr (tc_bwd) bind_bwd_tc_buffers<D>(c, base + at_tc, chunks * static_cast<std::size_t>(pb.HV), KP, routed);
+  if constexpr (tc_bwd) bind_bwd_tc_buffers<D>(c, base + at_tc, chunks * static_cast<std::size_t>(pb.HV), KP, c.K, c.V, routed);
   if constexpr (delta) {
     delta_params<Dev> dp;
     static_cast<chunk_bwd_params<Dev>&>(dp) = c;

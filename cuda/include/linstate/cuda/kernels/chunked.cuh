@@ -90,7 +90,8 @@ struct chunk_params {
   state_op_t<Dev>* hsbuf = nullptr;     // [max_chunks, HV, K, V] or null: H_c rounded to the state operand type, written
                                         // by chunk_scan_kernel instead of H_c in hbuf and read by chunk_output_kernel
                                         // (the forward with 16-bit inputs: the operand it rounds H_c to anyway, half
-                                        // the bytes; the backward, which reads H_c in fp32, leaves it null)
+                                        // the bytes; the bf16 backward's gradient kernels read it too; the exact
+                                        // backward (fp32, fp16 inputs), which reads H_c in fp32, leaves it null)
   float* gbuf = nullptr;                // [max_chunks, HV, K] (gated_key) / [max_chunks, HV] (scalar): e^{γ_c}
   state_op_t<Dev>* qbuf = nullptr;      // [max_chunks, HV, C, chunk_kp(K)]: Q̃ = q ⊙ e^{Γ} (forward, chunk_intra_kernel)
   Dev* abuf = nullptr;                  // [max_chunks, HV, C, C]: intra-chunk scores A (forward, chunk_intra_kernel)

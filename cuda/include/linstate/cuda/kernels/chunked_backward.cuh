@@ -12,8 +12,9 @@
 //      chunk_state_kernel + chunk_scan_kernel;
 //   2. W_c = Σ_t (r_t q_t ⊙ e^{Γ_t}) dO_tᵀ: bf16 — chunk_kstate_kernel<Adj> on Q̃ and r dO; otherwise
 //      chunk_state_kernel<Adj>;
-//   3. chunk_rscan_kernel: D_last = dht; D_{c−1} = diag(e^{γ_c}) D_c + W_c, each D_c stored over W_c;
-//      dh0 = the last D                                                            (SPEC §2.4 (a))
+//   3. chunk_rscan_kernel: D_last = dht; D_{c−1} = diag(e^{γ_c}) D_c + W_c, each D_c stored over W_c
+//      (bf16: rounded to bf16 into dsbuf, as step 1's scan stores H_c into hsbuf: the gradient kernels
+//      read only those, half the bytes); dh0 = the last D, fp32                     (SPEC §2.4 (a))
 //   4. the per-chunk gradients (K, V ≤ 128):
 //        A_tj  = Σ_i q_t[i] w_j k_j[i] e^{Γ_t[i]−Γ_j[i]},   dA_tj = dO_t·v_j          (j ≤ t)
 //        dv_j  = Σ_{t≥j} A_tj r_t dO_t + D_cᵀ(w_j k_j ⊙ e^{γ−Γ_j})                   (c)
@@ -26,7 +27,8 @@
 //      blocks (j ≤ t only); none/scalar use the scalar factor e^{Γ_t−Γ_j} on whole-chunk products.
 //      bf16: chunk_bwd_da_kernel (dA), chunk_bwd_dv_kernel (dv, per V tile), chunk_bwd_dqk_kernel (dk̃ and
 //      dq̂, per key tile, c_n), products on tensor cores (bf16 operands, fp32 accumulation; states and
-//      their gradients enter the products rounded to bf16, as fla's kernels do). fp32 and fp16:
+//      their gradients enter the products rounded to bf16, as fla's kernels do, and c_n's rowsum
+//      multiplies the two bf16 copies in fp32, as fla's dg does). fp32 and fp16:
 //      chunk_grad_exact_kernel, the same sums in exact fp32 FMA with every exponential formed per pair.
 //   5. chunk_dg_kernel: dg_u = Σ_{t≥u in chunk} (q_t ⊙ dq_t − k_t ⊙ dk_t) + c_n for the writing rows u
 //      (SPEC §2.4 (e)); scalar decay sums over the keys. Γ sums the floored gates (chunked.cuh,
@@ -67,6 +69,9 @@ struct chunk_bwd_params : chunk_params<Dev> {
   // bf16 path (the gradient kernels 4a–4c); qbuf, kbuf, abuf and gambuf of chunk_params are set too
   Dev* dabuf = nullptr;        // [max_chunks, HV, C, C]: dA = dO·vᵀ (j ≤ t)
   float* dotbuf = nullptr;     // [max_chunks, HV, KP / bwd_kt, C, 2]: ⟨k_j, dk̃_j⟩, ⟨q_t, dq̂_t⟩ per key tile (routed only)
+  // (and chunk_params::hsbuf: H_c rounded to bf16, written by the recomputation's scan instead of hbuf)
+  state_op_t<Dev>* dsbuf = nullptr;  // [max_chunks, HV, K, V] or null: D_c rounded to bf16, written by
+                                     // chunk_rscan_kernel instead of dbuf (bf16 path)
 };
 
 //! Write slot of a record (the read slot is chunk_record::slot).
@@ -108,7 +113,18 @@ __global__ void __launch_bounds__(scan_threads) chunk_rscan_kernel(const chunk_b
           else return p.gbuf + (c * HV + hv);
         },
         [&](index_t c, const float (&x)[4]) {
-          if (in) *reinterpret_cast<float4*>(p.dbuf + (c * HV + hv) * KV + e0) = make_float4(x[0], x[1], x[2], x[3]);
+          if (!in) return;
+          if constexpr (tensor_core_op<state_op_t<Dev>>) {
+            if (p.dsbuf) {  // D_c rounded to the state operand type (what the gradient kernels round it to)
+              using S = state_op_t<Dev>;
+              const S t[4] = {to_op<S>(x[0]), to_op<S>(x[1]), to_op<S>(x[2]), to_op<S>(x[3])};
+              uint2 w;
+              memcpy(&w, t, 8);
+              *reinterpret_cast<uint2*>(p.dsbuf + (c * HV + hv) * KV + e0) = w;
+              return;
+            }
+          }
+          *reinterpret_cast<float4*>(p.dbuf + (c * HV + hv) * KV + e0) = make_float4(x[0], x[1], x[2], x[3]);
         });
   } else {
     float wn[scan_depth][scan_per_thread], dn[scan_depth][scan_per_thread];
@@ -131,10 +147,22 @@ __global__ void __launch_bounds__(scan_threads) chunk_rscan_kernel(const chunk_b
       for (int k = 0; k < scan_depth; ++k) {
         const index_t c = cb - k;
         if (c >= c0) {
-          float* Wc = p.dbuf + (c * HV + hv) * KV;
+          bool stored = false;
+          if constexpr (tensor_core_op<state_op_t<Dev>>) {
+            if (p.dsbuf) {  // D_c rounded to the state operand type
+              state_op_t<Dev>* Ds = p.dsbuf + (c * HV + hv) * KV;
 #pragma unroll
-          for (int u = 0; u < scan_per_thread; ++u)
-            if (e0 + u < KV) Wc[e0 + u] = d[u];
+              for (int u = 0; u < scan_per_thread; ++u)
+                if (e0 + u < KV) Ds[e0 + u] = to_op<state_op_t<Dev>>(d[u]);
+              stored = true;
+            }
+          }
+          if (!stored) {
+            float* Wc = p.dbuf + (c * HV + hv) * KV;
+#pragma unroll
+            for (int u = 0; u < scan_per_thread; ++u)
+              if (e0 + u < KV) Wc[e0 + u] = d[u];
+          }
 #pragma unroll
           for (int u = 0; u < scan_per_thread; ++u) d[u] = (decay_none<D>) ? d[u] + wn[k][u] : fmaf(dn[k][u], d[u], wn[k][u]);
           if (c - scan_depth >= c0) fetch(c - scan_depth, wn[k], dn[k]);
@@ -268,7 +296,11 @@ __global__ void __launch_bounds__(bwd_threads) chunk_bwd_dv_kernel(const chunk_b
   auto all = [](int) { return true; };
   stage_rows<Op>(Ks, ldk, C, KP, p.kbuf + ch * C * KP, KP, true, [](int i) { return static_cast<index_t>(i) * KP; }, all);
   stage_rows<Op>(As, lda, C, C, p.abuf + ch * C * C, C, true, [](int i) { return static_cast<index_t>(i) * C; }, all);
-  stage_state<Op>(Ds, ldd, p.dbuf + ch * static_cast<index_t>(K) * V, K, V, 0, KP, j0, TV);
+  {  // D_c [K, V] columns [j0, j0 + TV), rounded to bf16 by the reverse scan
+    const bool vd = V % vec16<Op> == 0 && aligned16(p.dsbuf);
+    stage_rows<Op>(Ds, ldd, KP, TV, p.dsbuf + ch * static_cast<index_t>(K) * V + j0, V - j0, vd,
+                   [&](int a) { return static_cast<index_t>(a) * V; }, [&](int a) { return a < K; });
+  }
   __syncthreads();  // recs ready
   const bool vv = V % vec16<Dev> == 0 && aligned16(p.dO);
   stage_rows<Op>(Os, ldd, C, TV, p.dO + j0, V - j0, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
@@ -443,6 +475,7 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
   constexpr int ldk = L::ldk, lda = L::lda, ldv = L::ldv, ldr = L::ldr, ld1 = L::ld1, ldt = L::ldt;
   constexpr int parts = dqk_threads / KT;  // c_n's partial sums: `parts` threads per key
   static_assert(dqk_threads % KT == 0 && C % parts == 0, "chunk_bwd_dqk_kernel: c_n's partial sums");
+  static_assert(KT * ldv * sizeof(Op) <= C * ldr * sizeof(float), "chunk_bwd_dqk_kernel: H_c's rows fit in R's space");
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -485,57 +518,27 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
   }
   stage_rows<Op>(dAs, lda, C, C, p.dabuf + ch * C * C, C, true, [](int i) { return static_cast<index_t>(i) * C; },
                  [](int) { return true; });
-  const float* Hg = p.hbuf + ch * KV;
-  const float* Dg = p.dbuf + ch * KV;
-  {  // the state slice (D_c or H_c rows of the tile's keys) rounded to bf16; the dk role also forms
-     // Σ_v H_c[a][v] D_c[a][v] in fp32 on the way (a warp per key row; e^{γ} applied at the end)
-    const float* S = dk_role ? Dg : Hg;
-    const bool v4 = V % 4 == 0;
-    constexpr int groups = VP / 4, total = KT * groups, Batch = 8;
-    static_assert(groups == 32, "chunk_bwd_dqk_kernel: one warp per state row");
-    for (int g0 = tid; g0 < total; g0 += nt * Batch) {
-      float4 x[Batch], y[Batch];
+  {  // the state slice (D_c rows of the tile's keys for dk, H_c rows for dq), rounded to bf16 by the scans;
+     // the dk role also stages the H_c rows into R's space (free until the inter product) for c_n
+    const Op* Hs = p.hsbuf + ch * KV + static_cast<index_t>(k0) * V;
+    const Op* Ds = p.dsbuf + ch * KV + static_cast<index_t>(k0) * V;
+    const bool vs = V % vec16<Op> == 0 && aligned16(p.hsbuf) && aligned16(p.dsbuf);
+    auto row = [&](int a) { return static_cast<index_t>(a) * V; };
+    auto key = [&](int a) { return a < kn; };
+    stage_rows<Op>(Ss, ldv, KT, VP, dk_role ? Ds : Hs, V, vs, row, key);
+    if (dk_role) stage_rows<Op>(reinterpret_cast<Op*>(R), ldv, KT, VP, Hs, V, vs, row, key);
+  }
+  __syncthreads();  // recs and the state slices ready
+  if (dk_role) {  // Σ_v H_c[a][v] D_c[a][v] in fp32 from the bf16 rows (a warp per key row; e^{γ} applied at the end)
+    const Op* Hs = reinterpret_cast<const Op*>(R);
+    for (int a = tid >> 5; a < KT; a += nt >> 5) {
+      float hd = 0.f;
+      for (int v = lane; v < VP; v += 32) hd = fmaf(to_f32(Hs[a * ldv + v]), to_f32(Ss[a * ldv + v]), hd);
 #pragma unroll
-      for (int u = 0; u < Batch; ++u) {
-        const int gi = g0 + u * nt, a = gi / groups, j = (gi % groups) * 4;
-        x[u] = y[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (gi < total && a < kn && j < V) {
-          const index_t off = static_cast<index_t>(k0 + a) * V + j;
-          if (v4) {
-            x[u] = __ldg(reinterpret_cast<const float4*>(S + off));
-            if (dk_role) y[u] = __ldg(reinterpret_cast<const float4*>(Hg + off));
-          } else {
-            x[u].x = S[off];
-            if (j + 1 < V) x[u].y = S[off + 1];
-            if (j + 2 < V) x[u].z = S[off + 2];
-            if (j + 3 < V) x[u].w = S[off + 3];
-            if (dk_role) {
-              y[u].x = Hg[off];
-              if (j + 1 < V) y[u].y = Hg[off + 1];
-              if (j + 2 < V) y[u].z = Hg[off + 2];
-              if (j + 3 < V) y[u].w = Hg[off + 3];
-            }
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < Batch; ++u) {
-        const int gi = g0 + u * nt;
-        if (gi < total) {  // uniform over the warp (a warp covers one row)
-          const int a = gi / groups, jj = (gi % groups) * 4;
-          Op* d = Ss + a * ldv + jj;
-          d[0] = to_op<Op>(x[u].x), d[1] = to_op<Op>(x[u].y), d[2] = to_op<Op>(x[u].z), d[3] = to_op<Op>(x[u].w);
-          if (dk_role) {
-            float hd = fmaf(x[u].x, y[u].x, fmaf(x[u].y, y[u].y, fmaf(x[u].z, y[u].z, x[u].w * y[u].w)));
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) hd += __shfl_xor_sync(0xffffffffu, hd, o);
-            if (lane == 0) cn[a] = hd;
-          }
-        }
-      }
+      for (int o = 16; o > 0; o >>= 1) hd += __shfl_xor_sync(0xffffffffu, hd, o);
+      if (lane == 0) cn[a] = hd;
     }
   }
-  __syncthreads();  // recs ready
   {
     const bool vq = K % vec16<Dev> == 0 && aligned16(src.q) && aligned16(src.k);
     stage_rows<Op>(Qs, ldk, C, KT, src.q + k0, K - k0, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].rd; });
@@ -1004,18 +1007,21 @@ bool chunked_backward_supported(const detail::problem& pb) {
 }
 
 //! The bf16 path's extra scratch per chunk and value head, in bytes (qbuf, kbuf, abuf, dabuf, gambuf;
-//! dotbuf when routed), in the order bind_bwd_tc_buffers lays them out.
+//! dotbuf when routed; hsbuf, dsbuf), in the order bind_bwd_tc_buffers lays them out (every part before
+//! hsbuf a multiple of 16 bytes, so H_c's and D_c's rows are 16-byte aligned where V % 8 == 0).
 template <class D>
-std::size_t bwd_tc_bytes(int KP, bool routed) {
+std::size_t bwd_tc_bytes(int KP, int K, int V, bool routed) {
   const std::size_t C = chunk_len;
   return 2 * C * KP * sizeof(__nv_bfloat16) + 2 * C * C * sizeof(__nv_bfloat16) + gamma_floats<D>(KP) * sizeof(float) +
-         (routed ? static_cast<std::size_t>(KP / bwd_kt) * C * 2 * sizeof(float) : 0);
+         (routed ? static_cast<std::size_t>(KP / bwd_kt) * C * 2 * sizeof(float) : 0) +
+         2 * static_cast<std::size_t>(K) * V * sizeof(__nv_bfloat16);
 }
 
-//! Points p's qbuf, kbuf, abuf, dabuf, gambuf (and dotbuf when routed) into base (bwd_tc_bytes per chunk
-//! and value head, 256-byte aligned base).
+//! Points p's qbuf, kbuf, abuf, dabuf, gambuf (and dotbuf when routed), hsbuf and dsbuf into base
+//! (bwd_tc_bytes per chunk and value head, 256-byte aligned base).
 template <class D>
-void bind_bwd_tc_buffers(chunk_bwd_params<__nv_bfloat16>& p, unsigned char* base, std::size_t chunk_heads, int KP, bool routed) {
+void bind_bwd_tc_buffers(chunk_bwd_params<__nv_bfloat16>& p, unsigned char* base, std::size_t chunk_heads, int KP, int K, int V,
+                         bool routed) {
   using Op = __nv_bfloat16;
   const std::size_t C = chunk_len;
   p.qbuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * KP * sizeof(Op);
@@ -1024,6 +1030,10 @@ void bind_bwd_tc_buffers(chunk_bwd_params<__nv_bfloat16>& p, unsigned char* base
   p.dabuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * C * sizeof(Op);
   p.gambuf = gamma_floats<D>(KP) > 0 ? reinterpret_cast<float*>(base) : nullptr, base += chunk_heads * gamma_floats<D>(KP) * sizeof(float);
   p.dotbuf = routed ? reinterpret_cast<float*>(base) : nullptr;
+  base += routed ? chunk_heads * static_cast<std::size_t>(KP / bwd_kt) * C * 2 * sizeof(float) : 0;
+  const std::size_t kv = static_cast<std::size_t>(K) * V;
+  p.hsbuf = reinterpret_cast<Op*>(base), base += chunk_heads * kv * sizeof(Op);
+  p.dsbuf = reinterpret_cast<Op*>(base);
 }
 
 template <class D, class Dev, int KP>
