@@ -292,6 +292,35 @@ __device__ __forceinline__ void stage_rows(T* dst, int ld, int rows, int W, cons
   }
 }
 
+//! stage_rows by cp.async where `vec` (16-byte copies straight into shared memory, zero-filled where a
+//! row is not taken or past n; no registers held, so every copy of a block is in flight at once);
+//! otherwise stage_rows itself. The copies are complete after stage_wait() (each thread waits for its
+//! own); a barrier after that publishes them to the block.
+template <class T, class Off, class Take>
+__device__ __forceinline__ void stage_rows_async(T* dst, int ld, int rows, int W, const T* src, int n, bool vec, Off&& off,
+                                                 Take&& take) {
+  if (!vec) {
+    stage_rows<T>(dst, ld, rows, W, src, n, false, off, take);
+    return;
+  }
+  constexpr int E = vec16<T>;
+  const int groups = W / E, total = rows * groups;
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  for (int gi = tid; gi < total; gi += nt) {
+    const int i = gi / groups, a0 = (gi % groups) * E;
+    const bool ok = a0 < n && take(i);
+    const T* s = ok ? src + off(i) + a0 : src;  // nothing is read where !ok (source size 0)
+    const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(dst + i * ld + a0));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(s), "r"(ok ? 16 : 0) : "memory");
+  }
+}
+
+//! Waits for this thread's stage_rows_async copies.
+__device__ __forceinline__ void stage_wait() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
 //! dst[0, 8) = x rounded to T (dst 16-byte aligned).
 template <class T>
 __device__ __forceinline__ void store8(T* dst, const float (&x)[8]) {

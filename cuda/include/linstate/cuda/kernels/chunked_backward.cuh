@@ -292,18 +292,20 @@ __global__ void __launch_bounds__(bwd_threads) chunk_bwd_dv_kernel(const chunk_b
   const int j0 = static_cast<int>(blockIdx.z) * TV;
   const index_t ch = c * HV + hv;
   const chunk_where at = locate_chunk(p, c);
-  load_records(p, c, at, h, hv, recs);
+  // K̃, A and D_c by cp.async, in flight while the records load
   auto all = [](int) { return true; };
-  stage_rows<Op>(Ks, ldk, C, KP, p.kbuf + ch * C * KP, KP, true, [](int i) { return static_cast<index_t>(i) * KP; }, all);
-  stage_rows<Op>(As, lda, C, C, p.abuf + ch * C * C, C, true, [](int i) { return static_cast<index_t>(i) * C; }, all);
+  stage_rows_async<Op>(Ks, ldk, C, KP, p.kbuf + ch * C * KP, KP, true, [](int i) { return static_cast<index_t>(i) * KP; }, all);
+  stage_rows_async<Op>(As, lda, C, C, p.abuf + ch * C * C, C, true, [](int i) { return static_cast<index_t>(i) * C; }, all);
   {  // D_c [K, V] columns [j0, j0 + TV), rounded to bf16 by the reverse scan
     const bool vd = V % vec16<Op> == 0 && aligned16(p.dsbuf);
-    stage_rows<Op>(Ds, ldd, KP, TV, p.dsbuf + ch * static_cast<index_t>(K) * V + j0, V - j0, vd,
-                   [&](int a) { return static_cast<index_t>(a) * V; }, [&](int a) { return a < K; });
+    stage_rows_async<Op>(Ds, ldd, KP, TV, p.dsbuf + ch * static_cast<index_t>(K) * V + j0, V - j0, vd,
+                         [&](int a) { return static_cast<index_t>(a) * V; }, [&](int a) { return a < K; });
   }
+  load_records(p, c, at, h, hv, recs);
   __syncthreads();  // recs ready
   const bool vv = V % vec16<Dev> == 0 && aligned16(p.dO);
-  stage_rows<Op>(Os, ldd, C, TV, p.dO + j0, V - j0, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
+  stage_rows_async<Op>(Os, ldd, C, TV, p.dO + j0, V - j0, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
+  stage_wait();
   __syncthreads();
   for (int e = tid; e < C * TV; e += nt) {
     const int t = e / TV, jj = e % TV;
@@ -505,19 +507,14 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
   const index_t ch = c * HV + hv;
   const chunk_where at = locate_chunk(p, c);
   const device_source<Dev> src = at.is_shared ? p.shr : p.main;
-  load_records(p, c, at, h, hv, recs);
-  if (tid < C / 16) slow[tid] = 0;
-  if constexpr (decay_key<D>) {
-    const float* Gg = p.gambuf + ch * static_cast<index_t>(C) * KP + k0;
-    for (int e = tid; e < C * KT / 4; e += nt) {
-      const int t = e / (KT / 4), a = (e % (KT / 4)) * 4;
-      *reinterpret_cast<float4*>(G + t * KT + a) = __ldg(reinterpret_cast<const float4*>(Gg + static_cast<index_t>(t) * KP + a));
-    }
-  } else if constexpr (decay_head<D>) {
+  // the loads that need no records (Γ, dA, the state slices) by cp.async, in flight while the records load
+  if constexpr (decay_key<D>)
+    stage_rows_async<float>(G, KT, C, KT, p.gambuf + ch * static_cast<index_t>(C) * KP + k0, KT, true,
+                            [](int t) { return static_cast<index_t>(t) * KP; }, [](int) { return true; });
+  else if constexpr (decay_head<D>)
     if (tid < C) G[tid] = p.gambuf[ch * C + tid];
-  }
-  stage_rows<Op>(dAs, lda, C, C, p.dabuf + ch * C * C, C, true, [](int i) { return static_cast<index_t>(i) * C; },
-                 [](int) { return true; });
+  stage_rows_async<Op>(dAs, lda, C, C, p.dabuf + ch * C * C, C, true, [](int i) { return static_cast<index_t>(i) * C; },
+                       [](int) { return true; });
   {  // the state slice (D_c rows of the tile's keys for dk, H_c rows for dq), rounded to bf16 by the scans;
      // the dk role also stages the H_c rows into R's space (free until the inter product) for c_n
     const Op* Hs = p.hsbuf + ch * KV + static_cast<index_t>(k0) * V;
@@ -525,10 +522,25 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
     const bool vs = V % vec16<Op> == 0 && aligned16(p.hsbuf) && aligned16(p.dsbuf);
     auto row = [&](int a) { return static_cast<index_t>(a) * V; };
     auto key = [&](int a) { return a < kn; };
-    stage_rows<Op>(Ss, ldv, KT, VP, dk_role ? Ds : Hs, V, vs, row, key);
-    if (dk_role) stage_rows<Op>(reinterpret_cast<Op*>(R), ldv, KT, VP, Hs, V, vs, row, key);
+    stage_rows_async<Op>(Ss, ldv, KT, VP, dk_role ? Ds : Hs, V, vs, row, key);
+    if (dk_role) stage_rows_async<Op>(reinterpret_cast<Op*>(R), ldv, KT, VP, Hs, V, vs, row, key);
   }
-  __syncthreads();  // recs and the state slices ready
+  load_records(p, c, at, h, hv, recs);
+  if (tid < C / 16) slow[tid] = 0;
+  stage_wait();
+  __syncthreads();  // recs, Γ, dA and the state slices ready
+  {  // the rows (records needed), in flight while c_n and the slow sub-chunks are formed
+    const bool vq = K % vec16<Dev> == 0 && aligned16(src.q) && aligned16(src.k);
+    stage_rows_async<Op>(Qs, ldk, C, KT, src.q + k0, K - k0, vq, [&](int i) { return recs[i].qk; },
+                         [&](int i) { return recs[i].rd; });
+    stage_rows_async<Op>(Ks, ldk, C, KT, src.k + k0, K - k0, vq, [&](int i) { return recs[i].qk; },
+                         [&](int i) { return recs[i].wr; });
+    const bool vv = V % vec16<Dev> == 0 && aligned16(p.v) && aligned16(p.dO);
+    if (dk_role)
+      stage_rows_async<Op>(Rw, ldv, C, VP, p.v, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].wr; });
+    else
+      stage_rows_async<Op>(Rw, ldv, C, VP, p.dO, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
+  }
   if (dk_role) {  // Σ_v H_c[a][v] D_c[a][v] in fp32 from the bf16 rows (a warp per key row; e^{γ} applied at the end)
     const Op* Hs = reinterpret_cast<const Op*>(R);
     for (int a = tid >> 5; a < KT; a += nt >> 5) {
@@ -539,22 +551,13 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
       if (lane == 0) cn[a] = hd;
     }
   }
-  {
-    const bool vq = K % vec16<Dev> == 0 && aligned16(src.q) && aligned16(src.k);
-    stage_rows<Op>(Qs, ldk, C, KT, src.q + k0, K - k0, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].rd; });
-    stage_rows<Op>(Ks, ldk, C, KT, src.k + k0, K - k0, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].wr; });
-    const bool vv = V % vec16<Dev> == 0 && aligned16(p.v) && aligned16(p.dO);
-    if (dk_role)
-      stage_rows<Op>(Rw, ldv, C, VP, p.v, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].wr; });
-    else
-      stage_rows<Op>(Rw, ldv, C, VP, p.dO, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
-  }
-  if constexpr (decay_key<D>) {  // G is ready (loaded before the barrier)
+  if constexpr (decay_key<D>) {
     for (int e = tid; e < C * KT; e += nt) {
       const int i = e / KT, a = e % KT, r0 = i & ~15;
       if (!(fabsf(G[i * KT + a] - G[r0 * KT + a]) <= diag_span)) atomicOr(&slow[i >> 4], 1);
     }
   }
+  stage_wait();
   __syncthreads();
   auto gm = [&](int t, int a) -> float {
     if constexpr (decay_key<D>) return G[t * KT + a];
