@@ -201,7 +201,6 @@ inline constexpr int bwd_threads = 256;  //!< threads of chunk_bwd_da_kernel and
 inline constexpr int dqk_threads = 256;  //!< threads of chunk_bwd_dqk_kernel (two blocks per multiprocessor)
 inline constexpr int bwd_kt = 64;        //!< keys per chunk_bwd_dqk_kernel block
 inline constexpr int bwd_tv = 64;        //!< V columns per chunk_bwd_dv_kernel block
-inline constexpr int dg_batch = 16;      //!< rows whose loads chunk_dg_kernel issues together
 
 // --- 4a. chunk_bwd_da_kernel ---------------------------------------------------------------------
 
@@ -970,41 +969,21 @@ __global__ void __launch_bounds__(KP) chunk_dg_kernel(const chunk_bwd_params<Dev
     const device_source<Dev> src = at.is_shared ? p.shr : p.main;
     const float cna = p.cbuf[(c * HV + hv) * KP + a];
     float acc = 0.f;
-    // backwards in batches of dg_batch rows: a batch's loads (q·dq, k·dk, the gates) are issued before its
-    // stores (the compiler cannot move a load above a store to dg it might alias), one memory latency
-    // per batch instead of one per row; the sums are formed in the same order as row by row
-    constexpr int Bt = dg_batch;
-    static_assert(chunk_len % Bt == 0);
-    for (int t0 = chunk_len - Bt; t0 >= 0; t0 -= Bt) {
-      float xq[Bt], xk[Bt];
-      bool floored[Bt];
-#pragma unroll
-      for (int u = 0; u < Bt; ++u) {
-        const chunk_record& r = recs[t0 + u];
-        xq[u] = xk[u] = 0.f, floored[u] = false;
-        if (a < K) {
-          if (r.rd) xq[u] = to_f32(src.q[r.qk + a]) * p.dq[(r.hv * p.Rr + r.slot) * K + a];
-          if (r.wr) xk[u] = to_f32(src.k[r.qk + a]) * p.dk[(r.hv * p.Rw + write_slot(p, r, at)) * K + a];
-          // Γ summed the floored gates (detail::chunked_log_decay): ∂L/∂g is exactly 0 below the floor
-          if constexpr (decay_key<D>)
-            if (r.wr) floored[u] = detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv * K, a)));
-        }
+    for (int t = chunk_len - 1; t >= 0; --t) {
+      const chunk_record& r = recs[t];
+      float val = 0.f;
+      if (a < K) {
+        if (r.rd) acc += to_f32(src.q[r.qk + a]) * p.dq[(r.hv * p.Rr + r.slot) * K + a];
+        if (r.wr) acc -= to_f32(src.k[r.qk + a]) * p.dk[(r.hv * p.Rw + write_slot(p, r, at)) * K + a];
+        val = acc + cna;
       }
-#pragma unroll
-      for (int u = Bt - 1; u >= 0; --u) {
-        const int t = t0 + u;
-        const chunk_record& r = recs[t];
-        float val = 0.f;
-        if (a < K) {
-          if (r.rd) acc += xq[u];
-          if (r.wr) acc -= xk[u];
-          val = acc + cna;
-        }
-        if constexpr (decay_key<D>) {
-          if (r.wr && a < K) p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + a] = floored[u] ? 0.f : val;
-        } else {
-          rows[t * KP + a] = val;
-        }
+      // Γ summed the floored gates (detail::chunked_log_decay): ∂L/∂g is exactly 0 below the floor
+      if constexpr (decay_key<D>) {
+        if (r.wr && a < K)
+          p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + a] =
+              detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv * K, a))) ? 0.f : val;
+      } else {
+        rows[t * KP + a] = val;
       }
     }
     if constexpr (decay_head<D>) {
