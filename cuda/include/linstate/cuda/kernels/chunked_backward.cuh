@@ -551,11 +551,18 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
       if (lane == 0) cn[a] = hd;
     }
   }
-  if constexpr (decay_key<D>) {
-    for (int e = tid; e < C * KT; e += nt) {
-      const int i = e / KT, a = e % KT, r0 = i & ~15;
-      if (!(fabsf(G[i * KT + a] - G[r0 * KT + a]) <= diag_span)) atomicOr(&slow[i >> 4], 1);
+  if constexpr (decay_key<D>) {  // four keys per step, one flag per sub-chunk and thread, then one atomic per flagged sub-chunk
+    static_assert(C / 16 <= 32 && KT % 4 == 0);
+    unsigned bad = 0;
+    for (int e = tid; e < C * KT / 4; e += nt) {
+      const int i = e / (KT / 4), a = (e % (KT / 4)) * 4, r0 = i & ~15;
+      const float4 g = *reinterpret_cast<const float4*>(G + i * KT + a), g0 = *reinterpret_cast<const float4*>(G + r0 * KT + a);
+      if (!(fabsf(g.x - g0.x) <= diag_span && fabsf(g.y - g0.y) <= diag_span && fabsf(g.z - g0.z) <= diag_span &&
+            fabsf(g.w - g0.w) <= diag_span))
+        bad |= 1u << (i >> 4);
     }
+    for (int b = 0; b < C / 16; ++b)
+      if (bad >> b & 1u) atomicOr(&slow[b], 1);
   }
   stage_wait();
   __syncthreads();
@@ -566,22 +573,55 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
   };
   auto qf = [&](int t, int a) { return to_f32(Qs[t * ldk + a]); };
   auto kf = [&](int j, int a) { return to_f32(Ks[j * ldk + a]); };
+  // R's rows out: 16 threads per row, four consecutive keys each (a float4 store where all four lie below
+  // kn and the row is 16-byte aligned), dst[a] = s · R[i][a]; and ⟨x_i, R_i⟩ over the tile's keys into
+  // dotbuf's slot `which` (x = the staged raw k or q rows)
+  struct row_out {
+    float* dst;  // the row's element k0, or null (nothing written)
+    float s;
+  };
+  auto write_rows = [&](const Op* X, bool vec, int which, auto&& row_of) {
+    static_assert(KT == 64, "chunk_bwd_dqk_kernel: 16 threads of four keys per row");
+    const int l16 = tid % 16, a0 = l16 * 4;
+    for (int i = tid / 16; i < C; i += nt / 16) {
+      float dot = 0.f;
+      if (a0 < kn) {
+        const float4 x4 = *reinterpret_cast<const float4*>(R + i * ldr + a0);
+        const float x[4] = {x4.x, x4.y, x4.z, x4.w};
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          if (a0 + u < kn) dot += to_f32(X[i * ldk + a0 + u]) * x[u];
+        const row_out o = row_of(i);
+        if (o.dst) {
+          if (vec && a0 + 4 <= kn) *reinterpret_cast<float4*>(o.dst + a0) = make_float4(o.s * x[0], o.s * x[1], o.s * x[2], o.s * x[3]);
+          else
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+              if (a0 + u < kn) o.dst[a0 + u] = o.s * x[u];
+        }
+      }
+#pragma unroll
+      for (int o = 8; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      if (l16 == 0 && p.dotbuf) p.dotbuf[((ch * (KP / KT) + kt) * C + i) * 2 + which] = dot;
+    }
+  };
 
   // inter: R = v D_cᵀ (dk role) or dO H_cᵀ (dq role), over the tile's keys
   tile_mma<row_major_t, col_major_t>(R, ldr, Rw, ldv, Ss, ldv, C, KT, VP, false);
   __syncthreads();
 
   if (dk_role) {
-    for (int e = tid; e < C * KT; e += nt) {
-      const int j = e / KT, a = e % KT;
-      R[j * ldr + a] = (recs[j].wr && a < kn) ? R[j * ldr + a] * __expf(gm(C - 1, a) - gm(j, a)) : 0.f;
-    }
-    __syncthreads();
-    {  // Σ_j k̃_j ⊙ dk̃_j^inter: `parts` partial sums of C / parts rows per key
+    {  // dk̃^inter = e^{γ−Γ_j} ⊙ (D_c v_j) on the writing rows, and Σ_j k̃_j ⊙ dk̃_j^inter: `parts` partial
+       // sums of C / parts rows per key, in the same pass (a thread keeps one key)
       constexpr int rows = C / parts;
       const int a = tid % KT, part = tid / KT;
+      const float gl = gm(C - 1, a);
       float acc = 0.f;
-      for (int j = part * rows; j < part * rows + rows; ++j) acc += kf(j, a) * recs[j].w * R[j * ldr + a];
+      for (int j = part * rows; j < part * rows + rows; ++j) {
+        const float x = (recs[j].wr && a < kn) ? R[j * ldr + a] * __expf(gl - gm(j, a)) : 0.f;
+        R[j * ldr + a] = x;
+        acc += kf(j, a) * recs[j].w * x;
+      }
       cpart[part * KT + a] = acc;
     }
     if constexpr (decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>) {
@@ -646,21 +686,11 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
       for (int q = 0; q < parts; ++q) inter += cpart[q * KT + a];
       p.cbuf[ch * KP + k0 + a] = a < kn ? cn[a] * __expf(gm(C - 1, a)) + inter : 0.f;
     }
-    if (p.dk || p.dotbuf)
-      for (int j = tid / 16; j < C; j += nt / 16) {  // 16 threads per row: dk and ⟨k_j, dk̃_j⟩ over the tile
+    if (p.dk || p.dotbuf)  // dk = w dk̃ and ⟨k_j, dk̃_j⟩ over the tile
+      write_rows(Ks, K % 4 == 0 && aligned16(p.dk), 0, [&](int j) {
         const chunk_record& r = recs[j];
-        const int l16 = tid % 16;
-        const int ws = r.wr ? write_slot(p, r, at) : 0;
-        float dot = 0.f;
-        for (int a = l16; a < kn; a += 16) {
-          const float x = R[j * ldr + a];
-          dot += kf(j, a) * x;
-          if (r.wr && p.dk) p.dk[(r.hv * p.Rw + ws) * K + k0 + a] = r.w * x;
-        }
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        if (l16 == 0 && p.dotbuf) p.dotbuf[((ch * (KP / KT) + kt) * C + j) * 2] = dot;
-      }
+        return row_out{r.wr && p.dk ? p.dk + (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 : nullptr, r.w};
+      });
   } else {
     for (int e = tid; e < C * KT; e += nt) {
       const int t = e / KT, a = e % KT;
@@ -718,20 +748,11 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
       tile_mma<row_major_t, row_major_t>(R, ldr, T1, ld1, Ks, ldk, C, KT, C, true);
       __syncthreads();
     }
-    if (p.dq || p.dotbuf)
-      for (int t = tid / 16; t < C; t += nt / 16) {  // 16 threads per row: dq and ⟨q_t, dq̂_t⟩ over the tile
+    if (p.dq || p.dotbuf)  // dq = r dq̂ and ⟨q_t, dq̂_t⟩ over the tile
+      write_rows(Qs, K % 4 == 0 && aligned16(p.dq), 1, [&](int t) {
         const chunk_record& r = recs[t];
-        const int l16 = tid % 16;
-        float dot = 0.f;
-        for (int a = l16; a < kn; a += 16) {
-          const float x = R[t * ldr + a];
-          dot += qf(t, a) * x;
-          if (r.rd && p.dq) p.dq[(r.hv * p.Rr + r.slot) * K + k0 + a] = r.r * x;
-        }
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        if (l16 == 0 && p.dotbuf) p.dotbuf[((ch * (KP / KT) + kt) * C + t) * 2 + 1] = dot;
-      }
+        return row_out{r.rd && p.dq ? p.dq + (r.hv * p.Rr + r.slot) * K + k0 : nullptr, r.r};
+      });
   }
 }
 
