@@ -122,3 +122,57 @@ TEST_CASE("gemm::product's triangular shapes equal the full product where they p
           check_shape<gm::sub, gm::c_lower>(m, n, k, tr, rng);
         }
 }
+
+// scale_add is formed only by the AVX2 kernels (kernels.hpp's chunked GLA forward), and its barrier
+// against contraction (gemm::keep_rounded) is written for x86 registers: tested where it is used.
+#if LINSTATE_GEMM_AVX2
+TEST_CASE("gemm::product scale_add: diag(s)·C + A·B, the bits of a scaling pass followed by add") {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd;
+  std::uniform_real_distribution<float> ud(0.f, 1.f);
+  for (index_t m : {1, 5, 6, 7, 13, 64, 128})
+    for (index_t n : {1, 8, 9, 16, 17, 130})
+      for (index_t k : {1, 5, 64})
+        for (bool tr : {false, true}) {
+          CAPTURE(m);
+          CAPTURE(n);
+          CAPTURE(k);
+          CAPTURE(tr);
+          const index_t lda = (tr ? m : k) + 3, ldb = n + 5, ldc = n + 2;
+          std::vector<float> a(static_cast<std::size_t>((tr ? k : m) * lda)), b(static_cast<std::size_t>(k * ldb)),
+              c(static_cast<std::size_t>(m * ldc)), s(static_cast<std::size_t>(m));
+          for (float& x : a) x = nd(rng);
+          for (float& x : b) x = nd(rng);
+          for (float& x : c) x = nd(rng);
+          for (float& x : s) x = ud(rng);
+          const index_t rsa = tr ? 1 : lda, csa = tr ? lda : 1;
+          std::vector<float> two = c;  // the two-pass form: rows scaled, then add
+          for (index_t i = 0; i < m; ++i)
+            for (index_t j = 0; j < n; ++j) two[static_cast<std::size_t>(i * ldc + j)] *= s[static_cast<std::size_t>(i)];
+          gm::product<gm::add>(m, n, k, a.data(), rsa, csa, b.data(), ldb, two.data(), ldc);
+          const std::vector<float> c0 = c;
+          gm::product<gm::scale_add>(m, n, k, a.data(), rsa, csa, b.data(), ldb, c.data(), ldc, s.data());
+          index_t differ = 0;
+          double worst = 0, scale = 1;
+          for (index_t i = 0; i < m; ++i)
+            for (index_t j = 0; j < ldc; ++j) {
+              const std::size_t at = static_cast<std::size_t>(i * ldc + j);
+              if (j >= n) {  // the padding is not touched
+                CHECK(c[at] == c0[at]);
+                continue;
+              }
+              differ += c[at] != two[at];
+              double sum = 0, abs_sum = 0;
+              for (index_t p = 0; p < k; ++p) {
+                const double t = double(a[static_cast<std::size_t>(i * rsa + p * csa)]) * b[static_cast<std::size_t>(p * ldb + j)];
+                sum += t, abs_sum += std::abs(t);
+              }
+              const double want = double(c0[at]) * s[static_cast<std::size_t>(i)] + sum;
+              worst = std::max(worst, std::abs(c[at] - want));
+              scale = std::max(scale, abs_sum + std::abs(c0[at]));
+            }
+          CHECK(differ == 0);
+          CHECK(worst <= 4e-7 * scale);
+        }
+}
+#endif

@@ -26,7 +26,10 @@
 
 namespace linstate::cpu_detail::gemm {
 
-enum mode : int { set = 0, add = 1, sub = 2 };
+//! set: C = A·B; add: C += A·B; sub: C −= A·B; scale_add: C = diag(s)·C + A·B, C's row i first
+//! multiplied by s[i] and then the product added (two roundings, as a separate scaling pass and then
+//! `add` would give: the same bits, one pass over C fewer).
+enum mode : int { set = 0, add = 1, sub = 2, scale_add = 3 };
 
 //! What the caller knows of the operands (the chunk's causal matrices are triangular): `full`; A lower
 //! triangular (A(i,p) = 0 for p > i: row i's depth ends at i); A upper triangular (A(i,p) = 0 for p < i:
@@ -36,12 +39,29 @@ enum mode : int { set = 0, add = 1, sub = 2 };
 //! skipped terms are exactly zero products: the result is the full product's, bit for bit.
 enum shape : int { full = 0, a_lower = 1, a_upper = 2, c_lower = 3 };
 
+//! An optimisation barrier: x is taken as rounded here, so that the compiler does not contract the
+//! multiply before it and the add after it into one fused multiply-add (GCC contracts intrinsics too),
+//! which would round once instead of twice and change the bits.
+template <class T>
+inline void keep_rounded(T& x) {
+#if defined(__GNUC__)
+  asm("" : "+x"(x));
+#else
+  (void)x;
+#endif
+}
+
 #if LINSTATE_GEMM_AVX2
 //! Stores one accumulator into C by the mode.
 template <int Mode>
-inline void put(float* cp, __m256 acc) {
+inline void put(float* cp, __m256 acc, __m256 s) {
   if constexpr (Mode == set) _mm256_storeu_ps(cp, acc);
   else if constexpr (Mode == add) _mm256_storeu_ps(cp, _mm256_add_ps(_mm256_loadu_ps(cp), acc));
+  else if constexpr (Mode == scale_add) {
+    __m256 x = _mm256_mul_ps(_mm256_loadu_ps(cp), s);
+    keep_rounded(x);
+    _mm256_storeu_ps(cp, _mm256_add_ps(x, acc));
+  }
   else _mm256_storeu_ps(cp, _mm256_sub_ps(_mm256_loadu_ps(cp), acc));
 }
 
@@ -49,7 +69,7 @@ inline void put(float* cp, __m256 acc) {
 //! not an array: GCC 12 keeps an array of __m256 on the stack and stores it on every step of k.
 template <int Mode, int MR, int NV>
 inline void tile(index_t k, const float* __restrict a, index_t rsa, index_t csa, const float* __restrict b, index_t ldb,
-                 float* __restrict c, index_t ldc) {
+                 float* __restrict c, index_t ldc, const float* __restrict rs) {
   static_assert(MR >= 1 && MR <= 6 && (NV == 1 || NV == 2));
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -78,10 +98,11 @@ inline void tile(index_t k, const float* __restrict a, index_t rsa, index_t csa,
     LINSTATE_GEMM_ROW(5)
 #undef LINSTATE_GEMM_ROW
   }
-#define LINSTATE_GEMM_PUT(r)                                     \
-  if constexpr (MR > r) {                                        \
-    put<Mode>(c + r * ldc, c##r##0);                             \
-    if constexpr (NV == 2) put<Mode>(c + r * ldc + 8, c##r##1);  \
+#define LINSTATE_GEMM_PUT(r)                                           \
+  if constexpr (MR > r) {                                              \
+    const __m256 sr = Mode == scale_add ? _mm256_set1_ps(rs[r]) : c00; \
+    put<Mode>(c + r * ldc, c##r##0, sr);                               \
+    if constexpr (NV == 2) put<Mode>(c + r * ldc + 8, c##r##1, sr);    \
   }
   LINSTATE_GEMM_PUT(0)
   LINSTATE_GEMM_PUT(1)
@@ -96,12 +117,12 @@ inline void tile(index_t k, const float* __restrict a, index_t rsa, index_t csa,
 //! tile's depth is [0, k) or, for a triangular A, the part of it where the tile's rows can be non-zero.
 template <int Mode, int NV, int Shape>
 inline void rows(index_t m, index_t k, const float* a, index_t rsa, index_t csa, const float* b, index_t ldb, float* c,
-                 index_t ldc, index_t i0) {
+                 index_t ldc, index_t i0, const float* rs) {
   auto run = [&]<int MR>(std::integral_constant<int, MR>, index_t i) {
     index_t k0 = 0, k1 = k;
     if constexpr (Shape == a_lower) k1 = i + MR < k ? i + MR : k;
     if constexpr (Shape == a_upper) k0 = i < k ? i : k;
-    tile<Mode, MR, NV>(k1 - k0, a + i * rsa + k0 * csa, rsa, csa, b + k0 * ldb, ldb, c + i * ldc, ldc);
+    tile<Mode, MR, NV>(k1 - k0, a + i * rsa + k0 * csa, rsa, csa, b + k0 * ldb, ldb, c + i * ldc, ldc, rs + i);
   };
   index_t i = i0;
   for (; i + 6 <= m; i += 6) run(std::integral_constant<int, 6>{}, i);
@@ -116,18 +137,20 @@ inline void rows(index_t m, index_t k, const float* a, index_t rsa, index_t csa,
 }
 #endif
 
-//! C (m×n) = / += / −= A (m×k) · B (k×n); see the file comment for the layouts, and `shape` for what
-//! a triangular operand saves.
+//! C (m×n) = / += / −= A (m×k) · B (k×n), or = diag(row_scale)·C + A·B (scale_add, row_scale [m]); see
+//! the file comment for the layouts, and `shape` for what a triangular operand saves.
 template <int Mode, int Shape = full>
 inline void product(index_t m, index_t n, index_t k, const float* a, index_t rsa, index_t csa, const float* b, index_t ldb,
-                    float* c, index_t ldc) {
+                    float* c, index_t ldc, const float* row_scale = nullptr) {
   if (m <= 0 || n <= 0) return;
+  const float* rs = row_scale;
+  if constexpr (Mode != scale_add) rs = b;  // unread (an address that rows() may offset harmlessly)
   index_t j = 0;
 #if LINSTATE_GEMM_AVX2
   // c_lower: a panel of columns [j, j+w) starts at the first tile of 6 rows that reaches row j
   auto first = [](index_t jj) { return Shape == c_lower ? jj / 6 * 6 : index_t{0}; };
-  for (; j + 16 <= n; j += 16) rows<Mode, 2, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first(j));
-  for (; j + 8 <= n; j += 8) rows<Mode, 1, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first(j));
+  for (; j + 16 <= n; j += 16) rows<Mode, 2, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first(j), rs);
+  for (; j + 8 <= n; j += 8) rows<Mode, 1, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first(j), rs);
 #endif
   for (index_t i = 0; i < m; ++i)  // the columns left over (all of them without AVX2)
     for (index_t jj = j; jj < n; ++jj) {
@@ -136,6 +159,11 @@ inline void product(index_t m, index_t n, index_t k, const float* a, index_t rsa
       float& x = c[i * ldc + jj];
       if constexpr (Mode == set) x = s;
       else if constexpr (Mode == add) x += s;
+      else if constexpr (Mode == scale_add) {
+        float y = x * row_scale[i];
+        keep_rounded(y);
+        x = y + s;
+      }
       else x -= s;
     }
 }

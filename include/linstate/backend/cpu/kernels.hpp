@@ -289,6 +289,10 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
   LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
   const index_t m = std::min(C, st.n - c0);
   bool any_w = false, any_r = false;
+  // fused_exps: e^{±Γ} formed row by row inside the staging loop (the AVX2 build, K a multiple of
+  // Eigen's packet so that every row starts aligned, as the whole-matrix evaluation's packets did)
+  constexpr index_t packet = Eigen::internal::packet_traits<float>::size;
+  [[maybe_unused]] const bool fused_exps = !decay_none<D> && LINSTATE_GEMM_AVX2 && K % packet == 0;
   for (index_t i = 0; i < m; ++i) {
     const index_t s = c0 + i, t = st.tok(s);
     const std::uint8_t f = st.flag(s);
@@ -317,6 +321,17 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         for (index_t a = 0; a < K; ++a) gs[a] += grow[a];
       }
       for (index_t a = 0; a < K; ++a) grow[a] = static_cast<float>(gs[a]);
+      // the row's exponentials while its values are in L1 (fused: no pass over whole chunk matrices
+      // afterwards, no E = e^{Γ} matrix): Q ⊙ e^{Γ} into Kd's storage (unread rows: 0), and K ⊙ e^{−Γ}
+      // (unwritten rows: 0), which the single-product form uses. Eigen's packet exp on each row, the
+      // same operations per element as on the whole matrix (rows are packet-aligned when K is a
+      // multiple of the packet: fused_exps). When the chunk's span turns out too large for the single
+      // product (span > single_gemm_span), Einv is not read (it may then hold inf or NaN).
+      if (fused_exps) {
+        const auto gr = sc.G.row(i).array();
+        sc.Kd.row(i).array() = sc.Q.row(i).array() * gr.exp();
+        sc.Einv.row(i).array() = sc.Kc.row(i).array() * (-gr).exp();
+      }
     }
   }
   LINSTATE_PHASE(staging);
@@ -345,11 +360,13 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
     const bool one_gemm = span <= single_gemm_span;
     sc.egamma = sc.gamma.array().exp();
     // K ⊙ e^{−Γ} (factors ≤ e^{span}); serves the scores and, times e^{γ}, the state update
-    if (any_w && one_gemm) Einv.array() = Kc.array() * (-G.array()).exp();
+    if (any_w && one_gemm && !fused_exps) Einv.array() = Kc.array() * (-G.array()).exp();
     if (any_r) {
-      E = G.array().exp();  // e^{Γ} ≤ 1
       auto Qg = sc.Kd.topRows(m);  // reuse Kd's storage for Q ⊙ e^{Γ}
-      Qg = Q.cwiseProduct(E);
+      if (!fused_exps) {
+        E = G.array().exp();  // e^{Γ} ≤ 1
+        Qg = Q.cwiseProduct(E);
+      }
       LINSTATE_PHASE(exps);
 #if LINSTATE_GEMM_AVX2  // gemm.hpp: the products by hand on AVX2 (C += / = A·B, A through strides)
       gemm::product<gemm::set>(m, V, K, Qg.data(), Qg.outerStride(), 1, Hm.data(), V, O.data(), O.outerStride());
@@ -389,11 +406,12 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         for (index_t i = 0; i < m; ++i)
           Kd.row(i) = Kc.row(i).cwiseProduct((sc.gamma - G.row(i)).array().exp().matrix());
       LINSTATE_PHASE(exps);
+#if LINSTATE_GEMM_AVX2  // H = diag(e^{γ}) H + Kdᵀ V: the decay in the product's store (gemm::scale_add)
+      gemm::product<gemm::scale_add>(K, V, m, Kd.data(), 1, Kd.outerStride(), Vc.data(), Vc.outerStride(), Hm.data(), V,
+                                     sc.egamma.data());
+#else
       for (index_t a = 0; a < K; ++a) Hm.row(a) *= sc.egamma(a);
       LINSTATE_PHASE(other);
-#if LINSTATE_GEMM_AVX2
-      gemm::product<gemm::add>(K, V, m, Kd.data(), 1, Kd.outerStride(), Vc.data(), Vc.outerStride(), Hm.data(), V);
-#else
       Hm.noalias() += Kd.transpose() * Vc;
 #endif
       LINSTATE_PHASE(gemm);
