@@ -164,3 +164,52 @@ TEST_CASE("the allocation counter counts") {
   CHECK(g_allocs.load() >= 2);
   delete v;
 }
+
+namespace {
+struct gla_scalar : linstate::spec<> {
+  using decay = linstate::decay::scalar;
+};
+
+//! max |a − b| / max |b| of a linstate tensor against the fp64 reference's.
+double rel_err(const linstate::tensor<float>& a, const linstate::tensor<double>& b) {
+  double d = 0, m = 0;
+  for (index_t i = 0; i < a.numel(); ++i)
+    d = std::max(d, std::abs(double(a.data()[i]) - b.data()[i])), m = std::max(m, std::abs(b.data()[i]));
+  return m > 0 ? d / m : d;
+}
+
+//! The recurrent kernel of the diagonal family on states that stay in cache (a small decode call; a
+//! prefill of several tokens per sequence) runs its written and read steps by column blocks
+//! (kernels.hpp diagonal_step_blocked, V a multiple of 64 on AVX2 builds); a decode call whose states
+//! exceed driver.hpp's resident_states keeps the row sweep. Both against the fp64 reference.
+template <class Spec>
+void check_recurrent_paths(index_t B, index_t T, index_t Hh, index_t KK, index_t VV) {
+  CAPTURE(B);
+  CAPTURE(T);
+  CAPTURE(Hh);
+  CAPTURE(KK);
+  CAPTURE(VV);
+  const bool resident = T > 1 || static_cast<double>(B * Hh * KK * VV) <= linstate::cpu_detail::resident_states;
+  CAPTURE(resident);
+  auto data = linstate::testing::random_inputs<Spec>({.B = B, .T = T, .H = Hh, .HV = Hh, .K = KK, .V = VV}, 9);
+  const auto ref = linstate::reference::forward<Spec>(data.view());
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    const auto r = linstate::forward<Spec>(linstate::cpu{.threads = threads}, data.view(), linstate::recurrent{});
+    CHECK(rel_err(r.o, ref.o) <= 1e-5);  // SPEC §9.3
+    CHECK(rel_err(r.final_state, ref.final_state) <= 1e-5);
+  }
+}
+}  // namespace
+
+TEST_CASE("recurrent kernel: column-blocked steps (states in cache) and the row sweep against the fp64 reference") {
+  CHECK(static_cast<double>(1 * 8 * 128 * 128) <= linstate::cpu_detail::resident_states);
+  CHECK(static_cast<double>(64 * 8 * 128 * 128) > linstate::cpu_detail::resident_states);
+  for (index_t VV : {64, 128, 40}) {  // 40: not a multiple of 64, the row sweep throughout
+    check_recurrent_paths<gla>(1, 1, 8, 128, VV);         // a small decode step: blocked
+    check_recurrent_paths<gla>(3, 17, 2, 64, VV);         // prefill, several tokens per sequence: blocked
+    check_recurrent_paths<gla>(64, 1, 8, 128, VV);        // 2^23 state elements: the row sweep
+    check_recurrent_paths<gla_scalar>(1, 1, 4, 32, VV);   // per-head decay
+    check_recurrent_paths<gla_scalar>(2, 9, 2, 128, VV);
+  }
+}

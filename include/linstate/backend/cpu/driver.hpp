@@ -67,6 +67,11 @@ inline int thread_count(const cpu& be) { return cpu_threads(be); }
 //! session 8").
 inline constexpr double team_threshold = 524288.0;
 
+//! State elements (all of a call's states together) up to which a decode step's states are taken to
+//! stay in cache from step to step (2 MiB of fp32: about one core's L2 and its share of the L3 on the
+//! Zen 3 VM of issue 13; measured: docs/benchmarks.md, "Issue 13, session 9").
+inline constexpr double resident_states = 524288.0;
+
 //! Whether the forward driver runs a call of `tasks` (sequence, value head) tasks and `work` state
 //! elements touched on a team of `nthreads`.
 constexpr bool forward_team(index_t tasks, int nthreads, double work) {
@@ -189,6 +194,12 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
   const double work = static_cast<double>(pb.tokens()) * static_cast<double>(HV * K * V) * states_per_token;
   const int nthreads = thread_count(be);
   const bool parallel = forward_team(tasks, nthreads, work);
+  // The recurrent kernel's state stays in the core's caches from step to step when a task runs several
+  // tokens of its sequence (its state reused token after token) or when all the call's states are
+  // small (a small decode step, whose states the next step finds in cache): then the diagonal family
+  // runs the column-blocked step (kernels.hpp diagonal_step_blocked); a decode step that streams
+  // larger states from memory keeps the one sequential sweep per state.
+  const bool resident = pb.tokens() > S || static_cast<double>(S * P * HV * K * V) <= resident_states;
   (void)nthreads;
   (void)parallel;
   // One partition that sees every token (GLA, GDN and the other single-state variants), chunked:
@@ -222,7 +233,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     chunk_scratch& csc = thread_scratch<chunk_scratch>();
     delta_scratch& dsc = thread_scratch<delta_scratch>();
     if constexpr (generic) gsc.reserve(K, V, pb.gate_width());
-    else if (chunk == 0) rsc.reserve(K, V);
+    else if (chunk == 0) rsc.reserve(K, V), rsc.blocked = resident;
     else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
     else csc.reserve(chunk, K, V);
     acc_buffer o_acc;
