@@ -109,6 +109,7 @@ struct config {
   std::vector<index_t> batch{1, 16, 128};
   std::vector<std::string> strategies{"varlen", "mask"};
   bool flush = true, delta = false;
+  std::string decode_path = "auto";  // --decode-path: auto (the library's choice), fused, three-kernel
   std::string out;
 
   bool has(const std::vector<std::string>& v, const std::string& x) const { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -145,6 +146,8 @@ void usage() {
       "  --deadline=240                      seconds; later measurements are skipped (0 = none)\n"
       "  --no-flush                          do not flush the L2 before timed calls\n"
       "  --delta                             prefill/train also for the gated delta rule (gdn, sse_gdn_n4k1s)\n"
+      "  --decode-path=auto                  decode: 'fused' takes the decode step kernel at every size,\n"
+      "                                      'three-kernel' never (router, recurrent, combine; for comparisons)\n"
       "  --out=file.csv                      one CSV row per measurement\n");
 }
 
@@ -169,6 +172,7 @@ config parse(int argc, char** argv) {
     else if (key == "--deadline") c.deadline_s = num();
     else if (key == "--no-flush") c.flush = false;
     else if (key == "--delta") c.delta = true;
+    else if (key == "--decode-path" && (val == "auto" || val == "fused" || val == "three-kernel")) c.decode_path = val;
     else if (key == "--out") c.out = val;
     else if (key == "--strategies") c.strategies = split(val);
     else if (key == "--Ns") {
@@ -489,6 +493,9 @@ void run_decode(bench_context& ctx, const variant_info& vi, index_t B) {
 }
 
 void run_decodes(bench_context& ctx) {
+  namespace cd = linstate::cuda_detail;
+  cd::decode_fused_enabled = ctx.cfg.decode_path != "three-kernel";
+  if (ctx.cfg.decode_path == "fused") cd::decode_fused_max_n = 64, cd::decode_fused_max_tasks = index_t{1} << 40;
   for (index_t B : ctx.cfg.batch)
     for_each_variant(ctx.cfg, [&](auto tag, const variant_info& vi) { run_decode<typename decltype(tag)::type>(ctx, vi, B); });
 }

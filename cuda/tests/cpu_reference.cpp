@@ -67,5 +67,8 @@ template void cpu_forward_in_place<sse_gdn, float>(const inputs<float>&, const t
 template void cpu_forward_in_place<sse_w2r1s, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
 template void cpu_forward_in_place<sse_vdecay, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
 template void cpu_forward_in_place<sse_n4k1s, bf16>(const inputs<bf16>&, const tensor_view<float>&, const tensor_view<bf16>&);
+template void cpu_forward_in_place<gla, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
+template void cpu_forward_in_place<gla, bf16>(const inputs<bf16>&, const tensor_view<float>&, const tensor_view<bf16>&);
+template void cpu_forward_in_place<gdn, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
 
 }  // namespace linstate_cuda_test

@@ -562,6 +562,80 @@ TEST_CASE("decode step: unselected partitions are neither read nor written (NaN-
   check_decode_step<sse_vdecay>({.B = 1, .T = 3, .H = 2, .HV = 2, .K = 32, .V = 32}, 39, {0, 1, 1, 2, 2, 3});
 }
 
+//! The decode step's kernel (kernels/decode.cuh: routing, the touched partitions and the sum of the read
+//! slots in one launch) against the three-kernel path (router → recurrent → combine, the fused step
+//! switched off) bit for bit, against itself (two runs, bit for bit) and against the CPU step. `bad`:
+//! a sequence whose router logits get an inf (then only the fused and unfused paths are compared).
+template <class Spec, class Scalar = float>
+void check_decode_kernel(const sizes& d, std::uint64_t seed, std::vector<std::int64_t> cu = {}, index_t bad = -1) {
+  random_inputs data = make<Spec>(d, seed, /*h0=*/true, std::move(cu));
+  if (bad >= 0) data.router_logits[bad * d.N + 1] = std::numeric_limits<float>::infinity();
+  host_inputs<Scalar> hin(data);
+  const linstate::inputs<Scalar> in = hin.view(/*with_initial_state=*/false);
+  device_inputs<Scalar> din(in);
+  const linstate::shape_t os = data.output_shape(), ss = data.state_shape();
+  namespace cd = linstate::cuda_detail;
+  auto step = [&](bool fused) {
+    // fused: the decode step kernel at any size and N (the library takes it for small routed steps only)
+    cd::decode_fused_enabled = fused;
+    const int max_n = cd::decode_fused_max_n;
+    const index_t max_tasks = cd::decode_fused_max_tasks;
+    cd::decode_fused_max_n = 64, cd::decode_fused_max_tasks = index_t{1} << 40;
+    auto d_state = upload(data.initial_state);
+    linstate::device_buffer<Scalar> d_o(static_cast<std::size_t>(os.numel()));
+    cuda_ok(cudaMemset(d_o.data(), 0x7f, d_o.size() * sizeof(Scalar)));
+    linstate::forward_in_place<Spec>(linstate::cuda{}, din.in, d_state.view(ss), d_o.view(os));
+    cd::decode_fused_enabled = true, cd::decode_fused_max_n = max_n, cd::decode_fused_max_tasks = max_tasks;
+    cuda_ok(cudaDeviceSynchronize());
+    return std::make_pair(download(d_o, os), download(d_state, ss));
+  };
+  auto same = [](const auto& a, const auto& b) {
+    return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.numel()) * sizeof(a.data()[0])) == 0;
+  };
+  const auto [o1, s1] = step(true);
+  const auto [o2, s2] = step(true);
+  const auto [o3, s3] = step(false);
+  CHECK(same(o1, o2));
+  CHECK(same(s1, s2));
+  CHECK(same(o1, o3));
+  CHECK(same(s1, s3));
+  if (bad >= 0) {
+    const index_t row = d.HV * d.V;
+    for (index_t i = 0; i < row; ++i) CHECK(std::isnan(static_cast<float>(o1[bad * row + i])));
+    return;
+  }
+  tensor<float> ref_state = data.initial_state;
+  tensor<Scalar> ref_o(os);
+  cpu_forward_in_place<Spec>(in, ref_state.view(), ref_o.view());
+  const double es = max_rel_err(s1, ref_state);
+  INFO("state err " << es);
+  CHECK(es <= fp32_tol);
+  if constexpr (std::is_same_v<Scalar, float>) CHECK(max_rel_err(o1, ref_o) <= fp32_tol);
+  else CHECK(rms_ratio(o1, ref_o) <= ratio_tol);
+}
+
+TEST_CASE("decode step kernel: bit-identical to the three-kernel path and between runs, as on the CPU") {
+  // K = V = 128 (the kernel's compile-time shape) and other shapes; B = 1 and B = 128
+  check_decode_kernel<sse_n4k1s>({.B = 1, .T = 1, .H = 2, .HV = 4, .K = 128, .V = 128}, 60);
+  check_decode_kernel<sse_n4k1s, Eigen::bfloat16>({.B = 128, .T = 1, .H = 2, .HV = 2, .K = 128, .V = 128}, 61);
+  check_decode_kernel<sse_n4k1s>({.B = 5, .T = 1, .H = 2, .HV = 2, .K = 40, .V = 72}, 62);
+  // top-k > 1, kw != kr, no shared partition, the delta rule
+  check_decode_kernel<sse_n8k2>({.B = 4, .T = 1, .H = 2, .HV = 4, .K = 32, .V = 96, .N = 8}, 63);
+  check_decode_kernel<sse_w1r3>({.B = 4, .T = 1, .H = 1, .HV = 1, .K = 64, .V = 32}, 64);
+  check_decode_kernel<sse_w2r1s>({.B = 3, .T = 1, .H = 1, .HV = 2, .K = 128, .V = 128}, 65);
+  check_decode_kernel<sse_gdn>({.B = 4, .T = 1, .H = 2, .HV = 2, .K = 128, .V = 128}, 66);
+  check_decode_kernel<sse_gdn>({.B = 3, .T = 1, .H = 2, .HV = 2, .K = 48, .V = 64}, 67);
+  // one partition, no router: GLA and the gated delta rule
+  check_decode_kernel<gla>({.B = 2, .T = 1, .H = 2, .HV = 4, .K = 128, .V = 128}, 68);
+  check_decode_kernel<gla, Eigen::bfloat16>({.B = 128, .T = 1, .H = 2, .HV = 2, .K = 128, .V = 128}, 69);
+  check_decode_kernel<gla>({.B = 3, .T = 1, .H = 1, .HV = 2, .K = 256, .V = 40}, 70);
+  check_decode_kernel<gdn>({.B = 3, .T = 1, .H = 2, .HV = 2, .K = 128, .V = 128}, 71);
+  // packed (cu_seqlens) with empty sequences; a token with non-finite logits
+  check_decode_kernel<sse_n4k1s>({.B = 1, .T = 4, .H = 2, .HV = 2, .K = 128, .V = 128}, 72, {0, 1, 1, 2, 3, 3, 4});
+  check_decode_kernel<sse_n4k1s>({.B = 4, .T = 1, .H = 1, .HV = 2, .K = 128, .V = 128}, 73, {}, 2);
+  check_decode_kernel<sse_w1r3>({.B = 3, .T = 1, .H = 1, .HV = 1, .K = 32, .V = 32}, 74, {}, 1);
+}
+
 TEST_CASE("prefill, then decode steps in place, as on the CPU") {
   const sizes d{.B = 3, .T = 24, .H = 2, .HV = 2, .K = 32, .V = 32};
   const random_inputs data = make<sse_n4k1s>(d, 35);

@@ -26,7 +26,12 @@
 // chunked<C> with it does not compile), and a family without kernels is a static_assert. The router
 // kernel calls the router policy's own R::route.
 //
-// What runs: the router (a routing router, e.g. router::top_k) in one kernel; then, for
+// What runs: for a decode step — every sequence at most one token, the state in place or not wanted,
+// linstate::recurrent or automatic — one kernel, kernels/decode.cuh: routing (the router policy's
+// R::route, in the kernel), the touched partitions and the sum of the read slots, no scratch memory
+// (a routing router: small steps only, N ≤ 8 and S·HV ≤ 128 (decode_fused_max_*); one partition
+// without a router, GLA or the delta rule: every step).
+// Otherwise the router (a routing router, e.g. router::top_k) in one kernel; then, for
 // linstate::recurrent, for K > 128 and for linstate::automatic when no sequence is longer than 64
 // tokens (a decode step, a short prompt), the recurrent kernel (kernels/recurrent.cuh; for a decode step only on the partitions each
 // token touches); otherwise (linstate::chunked<C>, linstate::automatic on longer sequences) the
@@ -67,6 +72,7 @@
 #include "kernels/chunked.cuh"
 #include "kernels/chunked_delta.cuh"
 #include "kernels/chunked_delta_tc.cuh"
+#include "kernels/decode.cuh"
 #include "kernels/generic.cuh"
 #include "kernels/records.cuh"
 #include "kernels/recurrent.cuh"
@@ -201,11 +207,23 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   if constexpr (is_delta<D>) chunked = use_chunked && delta_chunked_supported(pb);
   else if constexpr (is_diagonal<D>) chunked = use_chunked && chunked_supported(pb);
   const bool delta_chunked = is_delta<D> && chunked;
+  // The decode step's kernel (kernels/decode.cuh): at most one token per sequence, the state in place
+  // (or not wanted); a routing router's routing, the touched partitions and the sum of the read slots
+  // in one launch, no scratch but the device copy of cu_seqlens; or one partition without routing (GLA).
+  const int rec_warps = static_cast<int>((pb.K + rows_per_warp - 1) / rows_per_warp);
+  const int decode_groups = R::routes ? (pb.shared ? 1 : 0) + std::max(pb.kw, pb.kr) : 1;
+  bool fused = false;
+  if constexpr (!generic) {
+    const bool step = longest <= 1 && (in_place || state_out == nullptr) && !chunked && decode_fused_enabled &&
+                      decode_groups * rec_warps <= max_warps && pb.S * pb.HV * ((pb.V + tile_v - 1) / tile_v) <= 2147483647;
+    if constexpr (R::routes) fused = step && pb.N <= decode_fused_max_n && pb.S * pb.HV <= decode_fused_max_tasks;
+    else fused = step && pb.P == 1 && !pb.shared;
+  }
   const record_plan rplan = chunked ? plan_records(pb, chunk_len) : record_plan{};
 
   // --- one scratch allocation: cu_seqlens, routing tables, partial outputs ----------------------
-  const std::size_t n_route = routed ? static_cast<std::size_t>(tokens * pb.N) : 0;
-  const std::size_t n_part = direct ? 0 : static_cast<std::size_t>(tokens * pb.HV * R_read * pb.V);
+  const std::size_t n_route = routed && !fused ? static_cast<std::size_t>(tokens * pb.N) : 0;
+  const std::size_t n_part = direct || fused ? 0 : static_cast<std::size_t>(tokens * pb.HV * R_read * pb.V);
   scratch_layout lay;
   const std::size_t at_seq = lay.add(in.cu_seqlens.empty() ? 0 : pb.seq.size() * sizeof(index_t));
   const std::size_t at_w = lay.add(2 * n_route * sizeof(float));
@@ -320,8 +338,27 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       p.o = device_ptr(o), p.o_part = o_part;
 
       const index_t tasks = pb.S * pb.HV;
+      if (fused) {
+        if (tasks == 0) return;
+        decode_params<R, Dev> dp;
+        dp.r = p;
+        if constexpr (R::routes) {
+          dp.cfg.value = pb.rcfg();
+          dp.logits = device_ptr(in.router_logits.data);
+          dp.params = in.router_params.data;
+        }
+        dp.groups = decode_groups;
+        dp.vtiles = static_cast<int>((pb.V + tile_v - 1) / tile_v);
+        dp.tasks = tasks;
+        const std::size_t smem = decode_smem_bytes(decode_groups, rec_warps, R::routes ? static_cast<int>(pb.N) : 0);
+        const dim3 grid(static_cast<unsigned>(tasks * dp.vtiles)), block(static_cast<unsigned>(32 * rec_warps * decode_groups));
+        if (pb.K == 128 && pb.V == 128) decode_kernel<D, R, Dev, 128><<<grid, block, smem, stream>>>(dp);
+        else decode_kernel<D, R, Dev, 0><<<grid, block, smem, stream>>>(dp);
+        check_launch("decode_kernel", api);
+        return;  // the scratch (cu_seqlens) is released with cudaFreeAsync, ordered after the kernel
+      }
       if (tasks > 0) {
-        const int warps = static_cast<int>((pb.K + rows_per_warp - 1) / rows_per_warp);
+        const int warps = rec_warps;
         const index_t touched = compact ? (pb.shared ? 1 : 0) + std::max(pb.kw, pb.kr) : pb.P;
         const dim3 grid(static_cast<unsigned>(tasks), static_cast<unsigned>(touched),
                         static_cast<unsigned>((pb.V + tile_v - 1) / tile_v));
