@@ -343,154 +343,223 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
         w::load_matrix_sync(fb, Vb + k0 * ldv16 + tj * 16, static_cast<unsigned>(ldv16));
         w::mma_sync(acc, fa, fb, acc);
       }
-      w::store_matrix_sync(p.U + o.cv + ti * 16 * V + j0 + tj * 16, acc, static_cast<unsigned>(V), w::mem_row_major);
+      w::store_matrix_sync(p.U + o.cv + static_cast<index_t>(j0 + tj * 16) * C + ti * 16, acc, static_cast<unsigned>(C),
+                           w::mem_col_major);  // Uᵀ [V, C]
     }
   }
 }
 
 // --- 2. delta_tc_state_kernel ------------------------------------------------------------------------
+//
+// The state pass, one block of 4 warps per 16 value columns (value columns are independent under the
+// delta rule), with the state held transposed, Sᵀ [16, K], in the warps' mma.sync accumulators: warp w
+// owns the key columns 32w … 32w + 31 of Sᵀ. Per chunk (C = 64 records):
+//   (3) Vnᵀ = Uᵀ − Sᵀ Wᵀ [16, C]: warp w forms the chunk rows 16w … 16w + 15 over all of K, its A
+//       fragments −Sᵀ (bf16) from the shared exchange tile Sx and Wᵀ's B fragments from W's rows
+//       (ldmatrix); the piece goes to the exchange tile Vx (bf16) and to global (Vnᵀ, for kernel 3);
+//   (4) Sᵀ ← e^{G_C} Sᵀ + Vnᵀ Kd on the warp's key columns, Vnᵀ's A fragments from Vx, Kd's B
+//       fragments by ldmatrix.trans; −Sᵀ (bf16) back to Sx and Sᵀ (bf16) to global (the state entering
+//       the next chunk, for kernel 3).
+// Two barriers per chunk (Vx complete; Sx complete and the next chunk's buffer landed). The chunk's W
+// and Kd rows, the block's 16 Uᵀ rows and G_C come by cp.async through a ring of dtc_state_stages
+// buffers (chunk c + 2 issued while chunk c computes; each thread copies the same row pieces every
+// chunk). Writes Vnᵀ [V, C] and Sᵀ entering each chunk [V, K] (bf16), the final S in fp32 ([K, V]).
+// Rounding as before: Sᵀ and Vnᵀ are bf16 operands, the state and every accumulation fp32.
+
+inline constexpr int dtc_state_threads = 128;  //!< 4 warps: one 16-column value tile, K in quarters
+inline constexpr int dtc_state_stages = 3;     //!< cp.async ring depth of the state kernel
+
+namespace dtc_detail {
+inline constexpr int ldu = chunk_len + 8;  //!< fp32 [16][C] pitch of the staged Uᵀ rows (≡ 8 mod 32 words)
+
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* s) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(s));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* s) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(s));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+//! (x0, x1) → one register of two bf16 (round to nearest even), x0 in the low half.
+__device__ __forceinline__ unsigned bf2(float x0, float x1) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  return *reinterpret_cast<const unsigned*>(&h);
+}
+}  // namespace dtc_detail
 
 struct delta_tc_state_smem {
-  std::size_t Wb, Kb, Ub, Gs, Sf, Sn, Vf, Vb, bytes;
+  std::size_t Wb, Kb, Ub, Gs, per, Sx, Vx, bytes;  // ring buffer: W, Kd [C][lk], Uᵀ [16][ldu], G_{C−4..C−1}
   __host__ __device__ explicit delta_tc_state_smem(int K) {
     using namespace dtc_detail;
     const std::size_t rowk = up128(static_cast<std::size_t>(chunk_len) * ldb16(K) * sizeof(dtc_bf16));
-    const std::size_t rowu = up128(static_cast<std::size_t>(chunk_len) * lst * sizeof(float));
-    Wb = 0;
-    Kb = Wb + 2 * rowk;
-    Ub = Kb + 2 * rowk;
-    Gs = Ub + 2 * rowu;
-    Sf = Gs + up128(2 * 4 * sizeof(float));
-    Sn = Sf + up128(static_cast<std::size_t>(K) * lst * sizeof(float));
-    Vf = Sn + up128(static_cast<std::size_t>(K) * ls16 * sizeof(dtc_bf16));
-    Vb = Vf + rowu;
-    bytes = Vb + up128(static_cast<std::size_t>(chunk_len) * ls16 * sizeof(dtc_bf16));
+    Wb = 0, Kb = rowk, Ub = 2 * rowk;
+    Gs = Ub + up128(static_cast<std::size_t>(16) * ldu * sizeof(float));
+    per = Gs + up128(4 * sizeof(float));
+    Sx = dtc_state_stages * per;                                                      // [16][lk]  −Sᵀ (bf16)
+    Vx = Sx + up128(static_cast<std::size_t>(16) * ldb16(K) * sizeof(dtc_bf16));      // [16][ldv16] Vnᵀ (bf16)
+    bytes = Vx + up128(static_cast<std::size_t>(16) * ldv16 * sizeof(dtc_bf16));
   }
 };
 
-//! grid (V / 16, HV, S·P), dtc_scan_threads. A stream without records keeps its initial state
+//! grid (V / 16, HV, S·P), dtc_state_threads. A stream without records keeps its initial state
 //! (copied out of place, untouched in place), as delta_state_kernel.
 template <class Dev>
-__global__ void __launch_bounds__(dtc_scan_threads) delta_tc_state_kernel(const delta_tc_params<Dev> p) {
+__global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const delta_tc_params<Dev> p) {
+  static_assert(chunk_len == 64 && chunk_max_k == 128 && dtc_state_threads == 128 && dtc_out_tile == chunk_len,
+                "delta_tc_state_kernel's warp map assumes C = 64, K ≤ 128, 4 warps");
   using namespace delta_detail;
   using namespace dtc_detail;
-  constexpr int C = chunk_len, TS = dtc_scan_tile;
+  using x3_detail::mma_bf16_16816;
+  constexpr int C = chunk_len, NS = dtc_state_stages;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lk = ldb16(K), k8 = K / 8;
+  const int K = p.K, V = p.V, HV = p.HV, lk = ldb16(K), nks = K / 16;
   const delta_tc_state_smem L(K);
-  auto* Wb = reinterpret_cast<dtc_bf16*>(smem_raw + L.Wb);  // [2][C][lk]
-  auto* Kb = reinterpret_cast<dtc_bf16*>(smem_raw + L.Kb);  // [2][C][lk]
-  float* Ub = reinterpret_cast<float*>(smem_raw + L.Ub);    // [2][C][lst]
-  float* Gs = reinterpret_cast<float*>(smem_raw + L.Gs);    // [2][4]: G_{C−4..C−1}
-  float* Sf = reinterpret_cast<float*>(smem_raw + L.Sf);    // [K][lst] S (fp32)
-  auto* Sn = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sn);  // [K][ls16] −S (bf16)
-  float* Vf = reinterpret_cast<float*>(smem_raw + L.Vf);    // [C][lst] Vn (fp32)
-  auto* Vb = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vb);  // [C][ls16] Vn (bf16)
-  const std::size_t rowk_el = (L.Kb - L.Wb) / 2 / sizeof(dtc_bf16), rowu_el = (L.Gs - L.Ub) / 2 / sizeof(float);
-  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int warp = tid >> 5, lane = tid & 31;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
   const int part = seg / p.S, s = seg % p.S;
-  const int j0 = static_cast<int>(blockIdx.x) * TS;
+  const int v0 = static_cast<int>(blockIdx.x) * 16;
   const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
   if (c0 == c1 && p.in_place) return;
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
-  // the chunk's W, Kd rows, U tile and last G's into buffer `buf`, one commit group
-  auto issue = [&](index_t c, int buf) {
+  auto* Sx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sx);
+  auto* Vx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vx);
+  auto ring = [&](index_t c) { return smem_raw + static_cast<std::size_t>((c - c0) % NS) * L.per; };
+  // the thread's copy pieces: W / Kd rows pr + 8n (n < 8), columns pa … pa + 7; Uᵀ rows pr, pr + 8, columns pu … pu + 3
+  const int pr = tid >> 4, pa = (tid & 15) * 8, pu = (tid & 15) * 4;
+  auto issue = [&](index_t c) {
     const at_chunk o(c, hv, HV, K, V);
-    dtc_bf16* wd = Wb + buf * rowk_el;
-    dtc_bf16* kdd = Kb + buf * rowk_el;
-    float* ud = Ub + buf * rowu_el;
-    for (int e = tid; e < C * k8; e += nt) {
-      const int i = e / k8, a = (e % k8) * 8;
-      cp_async16(wd + i * lk + a, p.w + o.ck + i * K + a);
-      cp_async16(kdd + i * lk + a, p.kd + o.ck + i * K + a);
-    }
-    for (int e = tid; e < C * (TS / 4); e += nt) {
-      const int i = e / (TS / 4), jj = (e % (TS / 4)) * 4;
-      cp_async16(ud + i * lst + jj, p.U + o.cv + static_cast<index_t>(i) * V + j0 + jj);
-    }
-    if (tid == 0) cp_async16(Gs + buf * 4, p.G + o.c + C - 4);
-    cp_async_commit();
-  };
-  if (c0 < c1) issue(c0, 0);
-  for (int e = tid; e < K * TS; e += nt) {
-    const int a = e / TS, jj = e % TS;
-    Sf[a * lst + jj] = p.state_in ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + jj] : 0.f;
-  }
-  __syncthreads();
-  // warp w owns S's row tiles w and w + 4 (K ≤ 128: at most 8) and Vn's row tile w
-  const int nst = K / 16;
-  const bool own0 = warp < nst, own1 = warp + 4 < nst;
-  frag_acc S0, S1;
-  w::fill_fragment(S0, 0.f), w::fill_fragment(S1, 0.f);
-  if (own0) w::load_matrix_sync(S0, Sf + warp * 16 * lst, lst, w::mem_row_major);
-  if (own1) w::load_matrix_sync(S1, Sf + (warp + 4) * 16 * lst, lst, w::mem_row_major);
-  // −S into Sn and S (bf16) as the state entering chunk `c`, from the warp's rows of Sf
-  const int lr = lane >> 1, lh = (lane & 1) * 8;
-  auto publish = [&](index_t c, bool write_h) {
-    for (int t = warp; t < nst; t += 4) {
-      const int a = t * 16 + lr;
-      *reinterpret_cast<uint4*>(Sn + a * ls16 + lh) = pack8(Sf + a * lst + lh, -1.f);
-      if (write_h) {
-        const at_chunk o(c, hv, HV, K, V);
-        *reinterpret_cast<uint4*>(p.h + o.kv + static_cast<index_t>(a) * V + j0 + lh) = pack8(Sf + a * lst + lh, 1.f);
-      }
-    }
-  };
-  if (c0 < c1) publish(c0, true);
-  for (index_t c = c0; c < c1; ++c) {
-    const int buf = static_cast<int>((c - c0) & 1);
-    const at_chunk o(c, hv, HV, K, V);
-    cp_async_wait_all();
-    __syncthreads();  // chunk c's tiles and −S visible; every warp done with the other buffer
-    if (c + 1 < c1) issue(c + 1, buf ^ 1);
-    const dtc_bf16* Wc = Wb + buf * rowk_el;
-    const dtc_bf16* Kc = Kb + buf * rowk_el;
-    {  // (3): Vn = U − W S, warp w: rows 16w..16w+15
-      frag_acc acc;
-      w::load_matrix_sync(acc, Ub + buf * rowu_el + warp * 16 * lst, lst, w::mem_row_major);
-      for (int k0 = 0; k0 < K; k0 += 16) {
-        frag_a<w::row_major> fa;
-        frag_b<w::row_major> fb;
-        w::load_matrix_sync(fa, Wc + warp * 16 * lk + k0, static_cast<unsigned>(lk));
-        w::load_matrix_sync(fb, Sn + k0 * ls16, static_cast<unsigned>(ls16));
-        w::mma_sync(acc, fa, fb, acc);
-      }
-      float* vf = Vf + warp * 16 * lst;
-      w::store_matrix_sync(vf, acc, lst, w::mem_row_major);
-      __syncwarp();
-      const int i = warp * 16 + lr;
-      const uint4 v8 = pack8(Vf + i * lst + lh, 1.f);
-      *reinterpret_cast<uint4*>(Vb + i * ls16 + lh) = v8;
-      *reinterpret_cast<uint4*>(p.vn + o.cv + static_cast<index_t>(i) * V + j0 + lh) = v8;
-    }
-    const float eg = __expf(Gs[buf * 4 + 3]);
+    unsigned char* b = ring(c);
+    if (pa < K)
 #pragma unroll
-    for (int t = 0; t < S0.num_elements; ++t) S0.x[t] *= eg, S1.x[t] *= eg;
-    __syncthreads();  // Vn (bf16) complete
-    // (4): S ← e^{G_C} S + Kdᵀ Vn on the warp's row tiles; then its rows of Sf, Sn and the next h
-    auto update = [&](frag_acc& Sx, int t) {
-      for (int i0 = 0; i0 < C; i0 += 16) {
-        frag_a<w::col_major> fa;
-        frag_b<w::row_major> fb;
-        w::load_matrix_sync(fa, Kc + i0 * lk + t * 16, static_cast<unsigned>(lk));
-        w::load_matrix_sync(fb, Vb + i0 * ls16, static_cast<unsigned>(ls16));
-        w::mma_sync(Sx, fa, fb, Sx);
+      for (int n = 0; n < C / 8; ++n) {
+        const int i = pr + 8 * n;
+        cp_async16(reinterpret_cast<dtc_bf16*>(b + L.Wb) + i * lk + pa, p.w + o.ck + i * K + pa);
+        cp_async16(reinterpret_cast<dtc_bf16*>(b + L.Kb) + i * lk + pa, p.kd + o.ck + i * K + pa);
       }
-      w::store_matrix_sync(Sf + t * 16 * lst, Sx, lst, w::mem_row_major);
-    };
-    if (own0) update(S0, warp);
-    if (own1) update(S1, warp + 4);
-    __syncwarp();
-    publish(c + 1, c + 1 < c1);
-  }
-  __syncthreads();
-  if (p.state_out)
-    for (int e = tid; e < K * TS; e += nt) {
-      const int a = e / TS, jj = e % TS;
-      p.state_out[sbase + static_cast<index_t>(a) * V + j0 + jj] = Sf[a * lst + jj];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      const int r = pr + 8 * n;
+      cp_async16(reinterpret_cast<float*>(b + L.Ub) + r * ldu + pu, p.U + o.cv + static_cast<index_t>(v0 + r) * C + pu);
     }
+    if (tid == 0) cp_async16(b + L.Gs, p.G + o.c + C - 4);
+  };
+  // the warp's quarter of Sᵀ: S[j][e] = Sᵀ(v0 + g + 8(e ≥ 2), 8(4w + j) + t2 + (e & 1)) = S(k, v)
+  float S[4][4];
+  const int kq = 32 * warp;  // the quarter's first key column
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int v = v0 + g + 8 * (e >> 1), k = kq + 8 * j + t2 + (e & 1);
+      S[j][e] = (k < K && p.state_in) ? p.state_in[sbase + static_cast<index_t>(k) * V + v] : 0.f;
+    }
+  // −Sᵀ (bf16) into Sx, and Sᵀ (bf16) to h as the state entering chunk c
+  auto publish = [&](index_t c, bool write_h) {
+    const at_chunk o(c, hv, HV, K, V);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int k = kq + 8 * j + t2;
+      if (k >= K) break;
+      const unsigned r0 = bf2(S[j][0], S[j][1]), r1 = bf2(S[j][2], S[j][3]);
+      *reinterpret_cast<unsigned*>(Sx + g * lk + k) = r0 ^ 0x80008000u;
+      *reinterpret_cast<unsigned*>(Sx + (g + 8) * lk + k) = r1 ^ 0x80008000u;
+      if (write_h) {
+        dtc_bf16* h0 = p.h + o.kv + static_cast<index_t>(v0 + g) * K + k;
+        *reinterpret_cast<unsigned*>(h0) = r0, *reinterpret_cast<unsigned*>(h0 + 8 * K) = r1;
+      }
+    }
+  };
+#pragma unroll
+  for (int u = 0; u < NS - 1; ++u) {
+    if (c0 + u < c1) issue(c0 + u);
+    cp_async_commit();
+  }
+  if (c0 < c1) publish(c0, true);
+  cp_async_wait_group<NS - 2>();
+  __syncthreads();  // Sx holds −Sᵀ; chunk c0's buffer landed
+  for (index_t c = c0; c < c1; ++c) {
+    if (c + NS - 1 < c1) issue(c + NS - 1);  // into chunk c − 1's buffer: every warp passed the barrier after reading it
+    cp_async_commit();
+    const at_chunk o(c, hv, HV, K, V);
+    const unsigned char* b = ring(c);
+    const auto* Wc = reinterpret_cast<const dtc_bf16*>(b + L.Wb);
+    const auto* Kc = reinterpret_cast<const dtc_bf16*>(b + L.Kb);
+    const auto* Uc = reinterpret_cast<const float*>(b + L.Ub);
+    {  // (3) the warp's chunk rows 16w … 16w + 15: Vnᵀ = Uᵀ − Sᵀ Wᵀ (even and odd k-steps in separate accumulators)
+      float A[2][2][4];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float2 u0 = *reinterpret_cast<const float2*>(Uc + g * ldu + 16 * warp + 8 * j + t2);
+        const float2 u1 = *reinterpret_cast<const float2*>(Uc + (g + 8) * ldu + 16 * warp + 8 * j + t2);
+        A[0][j][0] = u0.x, A[0][j][1] = u0.y, A[0][j][2] = u1.x, A[0][j][3] = u1.y;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) A[1][j][e] = 0.f;
+      }
+#pragma unroll
+      for (int ks = 0; ks < chunk_max_k / 16; ++ks) {
+        if (ks >= nks) break;
+        unsigned a[4], w4[4];
+        ldsm_x4(a, Sx + (lane & 15) * lk + 16 * ks + 8 * (lane >> 4));
+        ldsm_x4(w4, Wc + (16 * warp + (lane & 7) + 8 * (lane >> 4)) * lk + 16 * ks + 8 * ((lane >> 3) & 1));
+        const unsigned b0[2] = {w4[0], w4[1]}, b1[2] = {w4[2], w4[3]};
+        mma_bf16_16816(A[ks & 1][0], a, b0);
+        mma_bf16_16816(A[ks & 1][1], a, b1);
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int i = 16 * warp + 8 * j + t2;
+        const unsigned r0 = bf2(A[0][j][0] + A[1][j][0], A[0][j][1] + A[1][j][1]);
+        const unsigned r1 = bf2(A[0][j][2] + A[1][j][2], A[0][j][3] + A[1][j][3]);
+        *reinterpret_cast<unsigned*>(Vx + g * ldv16 + i) = r0;
+        *reinterpret_cast<unsigned*>(Vx + (g + 8) * ldv16 + i) = r1;
+        dtc_bf16* n0 = p.vn + o.cv + static_cast<index_t>(v0 + g) * C + i;
+        *reinterpret_cast<unsigned*>(n0) = r0, *reinterpret_cast<unsigned*>(n0 + 8 * C) = r1;
+      }
+    }
+    __syncthreads();  // Vx complete; every warp is done reading Sx
+    {  // (4) Sᵀ ← e^{G_C} Sᵀ + Vnᵀ Kd on the warp's key columns
+      const float eg = __expf(reinterpret_cast<const float*>(b + L.Gs)[3]);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) S[j][e] *= eg;
+#pragma unroll
+      for (int cs = 0; cs < C / 16; ++cs) {
+        unsigned a[4];
+        ldsm_x4(a, Vx + (lane & 15) * ldv16 + 16 * cs + 8 * (lane >> 4));
+#pragma unroll
+        for (int jp = 0; jp < 2; ++jp) {
+          const int k = kq + 16 * jp;
+          if (k >= K) break;
+          unsigned k4[4];
+          ldsm_x4_trans(k4, Kc + (16 * cs + (lane & 7) + 8 * ((lane >> 3) & 1)) * lk + k + 8 * (lane >> 4));
+          const unsigned b0[2] = {k4[0], k4[1]}, b1[2] = {k4[2], k4[3]};
+          mma_bf16_16816(S[2 * jp], a, b0);
+          mma_bf16_16816(S[2 * jp + 1], a, b1);
+        }
+      }
+    }
+    publish(c + 1, c + 1 < c1);
+    cp_async_wait_group<NS - 2>();
+    __syncthreads();  // Sx holds the new −Sᵀ; chunk c + 1's buffer landed; every warp is done reading Vx
+  }
+  if (p.state_out)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int v = v0 + g + 8 * (e >> 1), k = kq + 8 * j + t2 + (e & 1);
+        if (k < K) p.state_out[sbase + static_cast<index_t>(k) * V + v] = S[j][e];
+      }
 }
 
 // --- 3. delta_tc_output_kernel -----------------------------------------------------------------------
@@ -502,7 +571,7 @@ struct delta_tc_output_smem {
     recs = 0;
     Qs = up128(chunk_len * sizeof(chunk_record));
     Hs = Qs + up128(static_cast<std::size_t>(chunk_len) * ldb16(K) * sizeof(dtc_bf16));
-    As = Hs + up128(static_cast<std::size_t>(K) * ldv16 * sizeof(dtc_bf16));
+    As = Hs + up128(static_cast<std::size_t>(dtc_out_tile) * ldb16(K) * sizeof(dtc_bf16));
     Vs = As + up128(static_cast<std::size_t>(chunk_len) * ldv16 * sizeof(dtc_bf16));
     O = Vs + up128(static_cast<std::size_t>(chunk_len) * ldv16 * sizeof(dtc_bf16));
     bytes = O + static_cast<std::size_t>(chunk_len) * (dtc_out_tile + 4) * sizeof(float);
@@ -522,33 +591,33 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delt
   const delta_tc_output_smem L(K);
   auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
   auto* Qs = reinterpret_cast<dtc_bf16*>(smem_raw + L.Qs);  // [C][lk]
-  auto* Hs = reinterpret_cast<dtc_bf16*>(smem_raw + L.Hs);  // [K][ldv16]
+  auto* Hs = reinterpret_cast<dtc_bf16*>(smem_raw + L.Hs);  // [TV][lk]    Sᵀ rows (S read as col_major)
   auto* As = reinterpret_cast<dtc_bf16*>(smem_raw + L.As);  // [C][ldv16]
-  auto* Vs = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vs);  // [C][ldv16]
+  auto* Vs = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vs);  // [TV][ldv16] Vnᵀ rows (Vn read as col_major; C = TV)
   float* O = reinterpret_cast<float*>(smem_raw + L.O);      // [C][lo]
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int j0 = static_cast<int>(blockIdx.z) * TV, n = min(TV, V - j0), n8 = n / 8;
+  const int j0 = static_cast<int>(blockIdx.z) * TV, n = min(TV, V - j0);
   const at_chunk o = begin_chunk(p, c, recs).o;
   for (int e = tid; e < C * k8; e += nt) {
     const int i = e / k8, a = (e % k8) * 8;
     cp_async16(Qs + i * lk + a, p.qg + o.ck + i * K + a);
   }
-  for (int e = tid; e < K * n8; e += nt) {
-    const int a = e / n8, jj = (e % n8) * 8;
-    cp_async16(Hs + a * ldv16 + jj, p.h + o.kv + static_cast<index_t>(a) * V + j0 + jj);
+  for (int e = tid; e < n * k8; e += nt) {
+    const int jj = e / k8, a = (e % k8) * 8;
+    cp_async16(Hs + jj * lk + a, p.h + o.kv + static_cast<index_t>(j0 + jj) * K + a);
   }
   for (int e = tid; e < C * (C / 8); e += nt) {
     const int i = e / (C / 8), j = (e % (C / 8)) * 8;
     cp_async16(As + i * ldv16 + j, p.a + o.cc + i * C + j);
   }
-  for (int e = tid; e < C * n8; e += nt) {
-    const int i = e / n8, jj = (e % n8) * 8;
-    cp_async16(Vs + i * ldv16 + jj, p.vn + o.cv + static_cast<index_t>(i) * V + j0 + jj);
+  for (int e = tid; e < n * (C / 8); e += nt) {
+    const int jj = e / (C / 8), i = (e % (C / 8)) * 8;
+    cp_async16(Vs + jj * ldv16 + i, p.vn + o.cv + static_cast<index_t>(j0 + jj) * C + i);
   }
   cp_async_commit();
   cp_async_wait_all();
   __syncthreads();
-  tile_mma2<row_major_t, row_major_t>(O, lo, Qs, lk, Hs, ldv16, K, As, ldv16, Vs, ldv16, C, C, n);
+  tile_mma2x<row_major_t, col_major_t, row_major_t, col_major_t>(O, lo, Qs, lk, Hs, lk, K, As, ldv16, Vs, ldv16, C, C, n);
   __syncthreads();
   for (int e = tid; e < C * TV; e += nt) {
     const int i = e / TV, jj = e % TV;
@@ -1117,8 +1186,8 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
                                        delta_tc_prep_smem(p.K).bytes, stream>>>(t);
         check_launch("delta_tc_prep_kernel", api);
       }
-      const dim3 grid(static_cast<unsigned>(p.V / dtc_scan_tile), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
-      delta_tc_state_kernel<Dev><<<grid, dtc_scan_threads, delta_tc_state_smem(p.K).bytes, stream>>>(t);
+      const dim3 grid(static_cast<unsigned>(p.V / 16), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
+      delta_tc_state_kernel<Dev><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, stream>>>(t);
       check_launch("delta_tc_state_kernel", api);
       if (chunks > 0) {
         const dim3 og(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV),
