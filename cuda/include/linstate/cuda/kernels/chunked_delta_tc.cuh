@@ -18,15 +18,16 @@
 //      path), K̂K̂ᵀ and QK̂ᵀ on tensor cores, L and A in fp32, T by a blocked forward substitution in
 //      fp32 (16×16 diagonal blocks inverted one column per thread, then T_ij = −T_ii Σ_{j≤m<i} L_im T_mj
 //      block row by block row), W and U on tensor cores with T rounded to bf16; writes Qg, Kd, W, A in
-//      bf16, U and G in fp32;
-//   2. delta_tc_state_kernel  (stream, value head, 16-column V tile; sequential over the chunks): S
-//      lives in fp32 accumulator fragments for the whole stream; per chunk Vn = U − W S (3) and
-//      S ← e^{G_C} S + Kdᵀ Vn (4) on tensor cores (S and Vn rounded to bf16 as operands); the next
-//      chunk's W, Kd, U are copied into shared memory (cp.async, double buffered) while this chunk
-//      computes. Writes Vn (bf16) and S entering each chunk (bf16) for kernel 3, the final S in fp32.
-//      Grid: S·P × HV × V/16 blocks (64 at B = 1, H = 8, V = 128);
+//      bf16, Uᵀ [V, C] and G in fp32;
+//   2. delta_tc_state_kernel  (stream, value head, 16 value columns; sequential over the chunks): the
+//      state held transposed, Sᵀ [16, K], in the mma.sync accumulators of 4 warps (a quarter of K
+//      each); per chunk Vnᵀ = Uᵀ − Sᵀ Wᵀ (3) (warp w: chunk rows 16w…16w+15) and
+//      Sᵀ ← e^{G_C} Sᵀ + Vnᵀ Kd (4) (warp w: its key columns), the two exchanged between the warps as
+//      bf16 tiles in shared memory (S and Vn rounded to bf16 as operands); the chunk's W, Kd and Uᵀ
+//      rows come by cp.async through a 3-deep ring. Writes Vnᵀ [V, C] and Sᵀ entering each chunk
+//      [V, K] (bf16) for kernel 3, the final S in fp32 ([K, V]). Grid: S·P × HV × V/16 blocks;
 //   3. delta_tc_output_kernel (chunk, value head, 64-column V tile): O = Qg S + A Vn (5), one
-//      accumulator per output tile.
+//      accumulator per output tile (S and Vn read as col_major operands from Sᵀ and Vnᵀ).
 // Rounding: the products' operands are bf16 (k̂, q̂, T, b·V, b e^G k̂, S, Vn); G, Γ, the exponentials,
 // L and T's solve, the carried state and every accumulation are fp32. The GPU tests check it against
 // the exact path at fla's ratio 0.005 (SPEC §9.3).
@@ -153,7 +154,7 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, lk = ldb16(K), k8 = K / 8;
+  const int K = p.K, V = p.V, lk = ldb16(K);
   const delta_tc_prep_smem L(K);
   auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
   float* G = reinterpret_cast<float*>(smem_raw + L.G);
@@ -172,9 +173,11 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   const at_chunk& o = blk.o;
   const device_source<Dev>& src = blk.src;
   __syncthreads();
-  // raw k and q rows, 16-byte loads
-  for (int e = tid; e < C * k8; e += nt) {
-    const int i = e / k8, a = (e % k8) * 8;
+  // raw k and q rows, 16-byte loads (16 pieces per row of chunk_max_k: shifts, not divisions by K)
+  static_assert(chunk_max_k == 128, "the prep kernel's row pieces assume K ≤ 128");
+  for (int e = tid; e < C * 16; e += nt) {
+    const int i = e >> 4, a = (e & 15) * 8;
+    if (a >= K) continue;
     const chunk_record& r = recs[i];
     const uint4 z{0u, 0u, 0u, 0u};
     const uint4 kx = r.wr ? *reinterpret_cast<const uint4*>(src.k + r.qk + a) : z;
@@ -297,9 +300,16 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
     const float t = bj > bi ? 0.f : bj == bi ? Dg[bi * 16 * 17 + (i % 16) * 17 + j % 16] : Lm[i * ldf + j];
     T16[i * ldv16 + j] = __float2bfloat16_rn(t);
   }
-  for (int e = tid; e < C * K; e += nt) {
-    const int i = e / K, a = e % K;
-    Kb[i * lk + a] = __float2bfloat16_rn(__bfloat162float(Kb[i * lk + a]) * b[i] * __expf(G[i]));
+  for (int e = tid; e < C * 16; e += nt) {  // eight elements per piece; the row's scale b e^G once per piece
+    const int i = e >> 4, a = (e & 15) * 8;
+    if (a >= K) continue;
+    float x[8];
+    uint4* at = reinterpret_cast<uint4*>(Kb + i * lk + a);
+    unpack8(*at, x);
+    const float bi = b[i], eg = __expf(G[i]);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) x[u] = x[u] * bi * eg;  // the same fp32 products as one element at a time
+    *at = pack8(x, 1.f);
   }
   __syncthreads();
   // (2): W = T (b e^G k̂) in bf16, through each warp's staging tile
@@ -321,10 +331,11 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   }
   // (2): U = T (b V), 64 columns at a time, fp32 straight to global
   for (int j0 = 0; j0 < V; j0 += dtc_out_tile) {
-    const int n = min(dtc_out_tile, V - j0), n8 = n / 8;
+    const int n = min(dtc_out_tile, V - j0);
     __syncthreads();  // Vb free
-    for (int e = tid; e < C * n8; e += nt) {
-      const int i = e / n8, jj = (e % n8) * 8;
+    for (int e = tid; e < C * (dtc_out_tile / 8); e += nt) {
+      const int i = e / (dtc_out_tile / 8), jj = (e % (dtc_out_tile / 8)) * 8;
+      if (jj >= n) continue;
       const chunk_record& r = recs[i];
       float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
       if (r.wr) unpack8(*reinterpret_cast<const uint4*>(p.v + r.hv * V + j0 + jj), x);
