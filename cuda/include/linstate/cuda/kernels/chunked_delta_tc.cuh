@@ -371,57 +371,80 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
 //   (4) Sᵀ ← e^{G_C} Sᵀ + Vnᵀ Kd on the warp's key columns, Vnᵀ's A fragments from Vx, Kd's B
 //       fragments by ldmatrix.trans; −Sᵀ (bf16) back to Sx and Sᵀ (bf16) to global (the state entering
 //       the next chunk, for kernel 3).
-// Two barriers per chunk (Vx complete; Sx complete and the next chunk's buffer landed). The chunk's W
-// and Kd rows, the block's 16 Uᵀ rows and G_C come by cp.async through a ring of dtc_state_stages
-// buffers (chunk c + 2 issued while chunk c computes; each thread copies the same row pieces every
-// chunk). Writes Vnᵀ [V, C] and Sᵀ entering each chunk [V, K] (bf16), the final S in fp32 ([K, V]).
+// Each product loads all its fragments before its first mma. Two barriers per chunk (Vx complete;
+// Sx complete). The chunk's W and Kd rows, the block's 16 Uᵀ rows and G_C come by bulk copies (the
+// TMA unit, one instruction per row, issued by warp 0's lanes) through a ring of dtc_state_stages
+// buffers, each with an mbarrier that counts the bytes in (chunk c + 2 issued while chunk c
+// computes). Writes Vnᵀ [V, C] and Sᵀ entering each chunk [V, K] (bf16), the final S in fp32 ([K, V]).
 // Rounding as before: Sᵀ and Vnᵀ are bf16 operands, the state and every accumulation fp32.
 
 inline constexpr int dtc_state_threads = 128;  //!< 4 warps: one 16-column value tile, K in quarters
-inline constexpr int dtc_state_stages = 3;     //!< cp.async ring depth of the state kernel
+inline constexpr int dtc_state_stages = 3;     //!< ring depth of the state kernel's bulk copies
 
 namespace dtc_detail {
 inline constexpr int ldu = chunk_len + 8;  //!< fp32 [16][C] pitch of the staged Uᵀ rows (≡ 8 mod 32 words)
 
+__device__ __forceinline__ unsigned smem_addr(const void* s) { return static_cast<unsigned>(__cvta_generic_to_shared(s)); }
 __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* s) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(s));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
+               : "r"(smem_addr(s)));
 }
 __device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* s) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(s));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait_group() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+               : "r"(smem_addr(s)));
 }
 //! (x0, x1) → one register of two bf16 (round to nearest even), x0 in the low half.
 __device__ __forceinline__ unsigned bf2(float x0, float x1) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
   return *reinterpret_cast<const unsigned*>(&h);
 }
+// mbarrier + bulk copy (sm_90): the ring's completion counts bytes, not threads
+__device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(std::uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+}
+//! bytes (a multiple of 16; both addresses 16-byte aligned) from global to shared, completing on bar.
+__device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+//! Orders this thread's earlier generic-proxy accesses of shared memory before later async-proxy ones.
+__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 }  // namespace dtc_detail
 
 struct delta_tc_state_smem {
-  std::size_t Wb, Kb, Ub, Gs, per, Sx, Vx, bytes;  // ring buffer: W, Kd [C][lk], Uᵀ [16][ldu], G_{C−4..C−1}
+  std::size_t Wb, Kb, Ub, Gs, per, bars, Sx, Vx, bytes;  // ring buffer: W, Kd [C][lk], Uᵀ [16][ldu], G_{C−4..C−1}
   __host__ __device__ explicit delta_tc_state_smem(int K) {
     using namespace dtc_detail;
     const std::size_t rowk = up128(static_cast<std::size_t>(chunk_len) * ldb16(K) * sizeof(dtc_bf16));
     Wb = 0, Kb = rowk, Ub = 2 * rowk;
     Gs = Ub + up128(static_cast<std::size_t>(16) * ldu * sizeof(float));
     per = Gs + up128(4 * sizeof(float));
-    Sx = dtc_state_stages * per;                                                      // [16][lk]  −Sᵀ (bf16)
+    bars = dtc_state_stages * per;                                                    // [stages] mbarriers
+    Sx = bars + up128(dtc_state_stages * sizeof(std::uint64_t));                      // [16][lk]  −Sᵀ (bf16)
     Vx = Sx + up128(static_cast<std::size_t>(16) * ldb16(K) * sizeof(dtc_bf16));      // [16][ldv16] Vnᵀ (bf16)
     bytes = Vx + up128(static_cast<std::size_t>(16) * ldv16 * sizeof(dtc_bf16));
   }
 };
 
 //! grid (V / 16, HV, S·P), dtc_state_threads. A stream without records keeps its initial state
-//! (copied out of place, untouched in place), as delta_state_kernel.
+//! (copied out of place, untouched in place), as delta_state_kernel. Needs W, Kd, Uᵀ and G 16-byte
+//! aligned (the scratch's) and K a multiple of 8 (delta_tc_supported: 16).
 template <class Dev>
 __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const delta_tc_params<Dev> p) {
   static_assert(chunk_len == 64 && chunk_max_k == 128 && dtc_state_threads == 128 && dtc_out_tile == chunk_len,
@@ -429,7 +452,7 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   using namespace delta_detail;
   using namespace dtc_detail;
   using x3_detail::mma_bf16_16816;
-  constexpr int C = chunk_len, NS = dtc_state_stages;
+  constexpr int C = chunk_len, NS = dtc_state_stages, KS = chunk_max_k / 16;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int K = p.K, V = p.V, HV = p.HV, lk = ldb16(K), nks = K / 16;
   const delta_tc_state_smem L(K);
@@ -441,29 +464,35 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
   if (c0 == c1 && p.in_place) return;
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
+  auto* bars = reinterpret_cast<std::uint64_t*>(smem_raw + L.bars);
   auto* Sx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sx);
   auto* Vx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vx);
-  auto ring = [&](index_t c) { return smem_raw + static_cast<std::size_t>((c - c0) % NS) * L.per; };
-  // the thread's copy pieces: W / Kd rows pr + 8n (n < 8), columns pa … pa + 7; Uᵀ rows pr, pr + 8, columns pu … pu + 3
-  const int pr = tid >> 4, pa = (tid & 15) * 8, pu = (tid & 15) * 4;
-  auto issue = [&](index_t c) {
+  // chunk c into ring slot `slot`: warp 0 (lane 0 posts the byte count, then every lane copies rows)
+  const unsigned row_w = static_cast<unsigned>(K) * sizeof(dtc_bf16), row_u = C * sizeof(float);
+  auto issue = [&](index_t c, int slot) {
     const at_chunk o(c, hv, HV, K, V);
-    unsigned char* b = ring(c);
-    if (pa < K)
-#pragma unroll
-      for (int n = 0; n < C / 8; ++n) {
-        const int i = pr + 8 * n;
-        cp_async16(reinterpret_cast<dtc_bf16*>(b + L.Wb) + i * lk + pa, p.w + o.ck + i * K + pa);
-        cp_async16(reinterpret_cast<dtc_bf16*>(b + L.Kb) + i * lk + pa, p.kd + o.ck + i * K + pa);
-      }
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      const int r = pr + 8 * n;
-      cp_async16(reinterpret_cast<float*>(b + L.Ub) + r * ldu + pu, p.U + o.cv + static_cast<index_t>(v0 + r) * C + pu);
+    unsigned char* b = smem_raw + static_cast<std::size_t>(slot) * L.per;
+    std::uint64_t* bar = bars + slot;
+    if (lane == 0) {
+      fence_proxy_async_smem();
+      mbar_arrive_expect_tx(bar, 2 * C * row_w + 16 * row_u + 16);
     }
-    if (tid == 0) cp_async16(b + L.Gs, p.G + o.c + C - 4);
+    __syncwarp();
+    for (int r = lane; r < 2 * C + 16 + 1; r += 32) {
+      if (r < C) bulk_copy_g2s(b + L.Wb + static_cast<std::size_t>(r) * lk * sizeof(dtc_bf16), p.w + o.ck + r * K, row_w, bar);
+      else if (r < 2 * C)
+        bulk_copy_g2s(b + L.Kb + static_cast<std::size_t>(r - C) * lk * sizeof(dtc_bf16), p.kd + o.ck + (r - C) * K, row_w, bar);
+      else if (r < 2 * C + 16)
+        bulk_copy_g2s(b + L.Ub + static_cast<std::size_t>(r - 2 * C) * ldu * sizeof(float),
+                      p.U + o.cv + static_cast<index_t>(v0 + r - 2 * C) * C, row_u, bar);
+      else bulk_copy_g2s(b + L.Gs, p.G + o.c + C - 4, 16, bar);
+    }
   };
-  // the warp's quarter of Sᵀ: S[j][e] = Sᵀ(v0 + g + 8(e ≥ 2), 8(4w + j) + t2 + (e & 1)) = S(k, v)
+  if (tid == 0) {
+    for (int u = 0; u < NS; ++u) mbar_init(bars + u, 1);
+    mbar_init_fence();
+  }
+  // the warp's quarter of Sᵀ: S[j][e] = Sᵀ(v0 + g + 8(e ≥ 2), 32w + 8j + t2 + (e & 1)) = S(k, v)
   float S[4][4];
   const int kq = 32 * warp;  // the quarter's first key column
 #pragma unroll
@@ -489,23 +518,30 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
       }
     }
   };
-#pragma unroll
-  for (int u = 0; u < NS - 1; ++u) {
-    if (c0 + u < c1) issue(c0 + u);
-    cp_async_commit();
-  }
+  __syncthreads();  // the mbarriers initialised
+  if (warp == 0)
+    for (int u = 0; u < NS - 1; ++u)
+      if (c0 + u < c1) issue(c0 + u, u);
   if (c0 < c1) publish(c0, true);
-  cp_async_wait_group<NS - 2>();
-  __syncthreads();  // Sx holds −Sᵀ; chunk c0's buffer landed
+  __syncthreads();  // Sx holds −Sᵀ
+  int slot = 0;         // chunk c's ring slot
+  unsigned parity = 0;  // and the phase of its mbarrier
   for (index_t c = c0; c < c1; ++c) {
-    if (c + NS - 1 < c1) issue(c + NS - 1);  // into chunk c − 1's buffer: every warp passed the barrier after reading it
-    cp_async_commit();
+    if (warp == 0 && c + NS - 1 < c1) issue(c + NS - 1, slot == 0 ? NS - 1 : slot - 1);  // chunk c − 1's slot: read before the last barrier
     const at_chunk o(c, hv, HV, K, V);
-    const unsigned char* b = ring(c);
+    const unsigned char* b = smem_raw + static_cast<std::size_t>(slot) * L.per;
     const auto* Wc = reinterpret_cast<const dtc_bf16*>(b + L.Wb);
     const auto* Kc = reinterpret_cast<const dtc_bf16*>(b + L.Kb);
     const auto* Uc = reinterpret_cast<const float*>(b + L.Ub);
+    mbar_wait(bars + slot, parity);
     {  // (3) the warp's chunk rows 16w … 16w + 15: Vnᵀ = Uᵀ − Sᵀ Wᵀ (even and odd k-steps in separate accumulators)
+      unsigned a[KS][4], w4[KS][4];
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+        if (ks >= nks) break;
+        ldsm_x4(a[ks], Sx + (lane & 15) * lk + 16 * ks + 8 * (lane >> 4));
+        ldsm_x4(w4[ks], Wc + (16 * warp + (lane & 7) + 8 * (lane >> 4)) * lk + 16 * ks + 8 * ((lane >> 3) & 1));
+      }
       float A[2][2][4];
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
@@ -516,14 +552,11 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
         for (int e = 0; e < 4; ++e) A[1][j][e] = 0.f;
       }
 #pragma unroll
-      for (int ks = 0; ks < chunk_max_k / 16; ++ks) {
+      for (int ks = 0; ks < KS; ++ks) {
         if (ks >= nks) break;
-        unsigned a[4], w4[4];
-        ldsm_x4(a, Sx + (lane & 15) * lk + 16 * ks + 8 * (lane >> 4));
-        ldsm_x4(w4, Wc + (16 * warp + (lane & 7) + 8 * (lane >> 4)) * lk + 16 * ks + 8 * ((lane >> 3) & 1));
-        const unsigned b0[2] = {w4[0], w4[1]}, b1[2] = {w4[2], w4[3]};
-        mma_bf16_16816(A[ks & 1][0], a, b0);
-        mma_bf16_16816(A[ks & 1][1], a, b1);
+        const unsigned b0[2] = {w4[ks][0], w4[ks][1]}, b1[2] = {w4[ks][2], w4[ks][3]};
+        mma_bf16_16816(A[ks & 1][0], a[ks], b0);
+        mma_bf16_16816(A[ks & 1][1], a[ks], b1);
       }
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
@@ -538,30 +571,33 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
     }
     __syncthreads();  // Vx complete; every warp is done reading Sx
     {  // (4) Sᵀ ← e^{G_C} Sᵀ + Vnᵀ Kd on the warp's key columns
+      unsigned a[C / 16][4], k4[C / 16][2][4];
+#pragma unroll
+      for (int cs = 0; cs < C / 16; ++cs) {
+        ldsm_x4(a[cs], Vx + (lane & 15) * ldv16 + 16 * cs + 8 * (lane >> 4));
+#pragma unroll
+        for (int jp = 0; jp < 2; ++jp)
+          if (kq + 16 * jp < K)
+            ldsm_x4_trans(k4[cs][jp], Kc + (16 * cs + (lane & 7) + 8 * ((lane >> 3) & 1)) * lk + kq + 16 * jp + 8 * (lane >> 4));
+      }
       const float eg = __expf(reinterpret_cast<const float*>(b + L.Gs)[3]);
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) S[j][e] *= eg;
 #pragma unroll
-      for (int cs = 0; cs < C / 16; ++cs) {
-        unsigned a[4];
-        ldsm_x4(a, Vx + (lane & 15) * ldv16 + 16 * cs + 8 * (lane >> 4));
+      for (int cs = 0; cs < C / 16; ++cs)
 #pragma unroll
         for (int jp = 0; jp < 2; ++jp) {
-          const int k = kq + 16 * jp;
-          if (k >= K) break;
-          unsigned k4[4];
-          ldsm_x4_trans(k4, Kc + (16 * cs + (lane & 7) + 8 * ((lane >> 3) & 1)) * lk + k + 8 * (lane >> 4));
-          const unsigned b0[2] = {k4[0], k4[1]}, b1[2] = {k4[2], k4[3]};
-          mma_bf16_16816(S[2 * jp], a, b0);
-          mma_bf16_16816(S[2 * jp + 1], a, b1);
+          if (kq + 16 * jp >= K) break;
+          const unsigned b0[2] = {k4[cs][jp][0], k4[cs][jp][1]}, b1[2] = {k4[cs][jp][2], k4[cs][jp][3]};
+          mma_bf16_16816(S[2 * jp], a[cs], b0);
+          mma_bf16_16816(S[2 * jp + 1], a[cs], b1);
         }
-      }
     }
     publish(c + 1, c + 1 < c1);
-    cp_async_wait_group<NS - 2>();
-    __syncthreads();  // Sx holds the new −Sᵀ; chunk c + 1's buffer landed; every warp is done reading Vx
+    __syncthreads();  // Sx holds the new −Sᵀ; every warp is done reading Vx and chunk c's slot
+    if (++slot == NS) slot = 0, parity ^= 1u;
   }
   if (p.state_out)
 #pragma unroll
