@@ -94,6 +94,12 @@ __device__ __forceinline__ uint4 pack8(const float* x, float s) {
   return u;
 }
 
+//! (x0, x1) → one register of two bf16 (round to nearest even), x0 in the low half.
+__device__ __forceinline__ unsigned bf2(float x0, float x1) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  return *reinterpret_cast<const unsigned*>(&h);
+}
+
 //! Eight bf16 packed in 16 bytes → fp32.
 __device__ __forceinline__ void unpack8(uint4 u, float* x) {
   const unsigned* w = reinterpret_cast<const unsigned*>(&u);
@@ -130,18 +136,25 @@ struct delta_tc_prep_smem {
   std::size_t recs, G, b, Kb, Qb, Lm, Am, Dg, T16, Vb, st, bytes;
   __host__ __device__ explicit delta_tc_prep_smem(int K) {
     using namespace dtc_detail;
-    const std::size_t rowk = up128(static_cast<std::size_t>(chunk_len) * ldb16(K) * sizeof(dtc_bf16));
+    (void)K;  // the regions are sized for chunk_max_k (the overlays below need it); rows are ldb16(K) apart
+    const std::size_t rowk = up128(static_cast<std::size_t>(chunk_len) * ldb16(chunk_max_k) * sizeof(dtc_bf16));
     const std::size_t cc = up128(static_cast<std::size_t>(chunk_len) * ldf * sizeof(float));
     recs = 0;
     G = up128(chunk_len * sizeof(chunk_record));
     b = G + up128(chunk_len * sizeof(float));
     Kb = b + up128(chunk_len * sizeof(float));
-    Qb = Kb + rowk, Lm = Qb + rowk, Am = Lm + cc, Dg = Am + cc;
-    T16 = Dg + up128(4 * 16 * 17 * sizeof(float));
-    Vb = T16 + up128(static_cast<std::size_t>(chunk_len) * ldv16 * sizeof(dtc_bf16));
-    st = Vb + up128(static_cast<std::size_t>(chunk_len) * ldv16 * sizeof(dtc_bf16));
-    bytes = st + static_cast<std::size_t>(dtc_threads / 32) * 16 * lst * sizeof(float);
+    Qb = Kb + rowk, Lm = Qb + rowk, Am = Lm + cc;
+    bytes = Am + cc;
+    // laid over regions whose first use is over (three blocks per SM fit): T and Dg over the q rows
+    // (free once QK̂ᵀ is formed), b V over L (free once T is in bf16), the staging tiles over QK̂ᵀ's
+    // (free after the solve)
+    T16 = Qb, Dg = Qb + up128(static_cast<std::size_t>(chunk_len) * ldv16 * sizeof(dtc_bf16));
+    Vb = Lm, st = Am;
   }
+  static_assert(4 * 16 * 17 * sizeof(float) + chunk_len * dtc_detail::ldv16 * sizeof(dtc_bf16) + 128 <= chunk_len * (chunk_max_k + 8) * sizeof(dtc_bf16) &&
+                    chunk_len * dtc_detail::ldv16 * sizeof(dtc_bf16) <= chunk_len * dtc_detail::ldf * sizeof(float) &&
+                    dtc_threads / 32 * 16 * dtc_detail::lst * sizeof(float) <= chunk_len * dtc_detail::ldf * sizeof(float),
+                "delta_tc_prep_smem's overlays must fit their regions");
 };
 
 //! grid (max_chunks, HV), dtc_threads. The log-decays and β̃ from the policy, as delta_prep_kernel.
@@ -196,28 +209,35 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
     for (int i = 0; i < C; ++i) acc += G[i], G[i] = static_cast<float>(acc);
   }
   __syncthreads();
-  // l2norm in fp32 (one warp per row); k̂ and Q = r q̂ in place (bf16), Kd and Qg to global
+  // l2norm in fp32 (one warp per row, four adjacent elements per lane: 8-byte accesses); k̂ and
+  // Q = r q̂ in place (bf16), Kd and Qg to global. 1/‖x‖ by rsqrtf (≤ 2 ulp; the operands are bf16).
   const float gl = G[C - 1];
+  const int a4 = 4 * lane;
   for (int i = warp; i < C; i += nwarps) {
-    float kx[4], qx[4], sk = 0.f, sq = 0.f;
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int a = lane + 32 * u;
-      kx[u] = a < K ? __bfloat162float(Kb[i * lk + a]) : 0.f;
-      qx[u] = a < K ? __bfloat162float(Qb[i * lk + a]) : 0.f;
-      sk = fmaf(kx[u], kx[u], sk), sq = fmaf(qx[u], qx[u], sq);
+    float kx[4] = {0.f, 0.f, 0.f, 0.f}, qx[4] = {0.f, 0.f, 0.f, 0.f};
+    if (a4 < K) {
+      const uint2 ku = *reinterpret_cast<const uint2*>(Kb + i * lk + a4), qu = *reinterpret_cast<const uint2*>(Qb + i * lk + a4);
+      const float2 k01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ku.x));
+      const float2 k23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ku.y));
+      const float2 q01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qu.x));
+      const float2 q23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qu.y));
+      kx[0] = k01.x, kx[1] = k01.y, kx[2] = k23.x, kx[3] = k23.y;
+      qx[0] = q01.x, qx[1] = q01.y, qx[2] = q23.x, qx[3] = q23.y;
     }
-    sk = warp_sum(sk), sq = warp_sum(sq);
-    const float ik = p.l2norm ? 1.f / sqrtf(sk + 1e-6f) : 1.f, iq = p.l2norm ? 1.f / sqrtf(sq + 1e-6f) : 1.f;
-    const float rr = recs[i].r, eg = __expf(G[i]), ed = __expf(gl - G[i]);
+    float sk = 0.f, sq = 0.f;
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int a = lane + 32 * u;
-      if (a >= K) continue;
-      const float kh = kx[u] * ik, qh = qx[u] * iq * rr;
-      Kb[i * lk + a] = __float2bfloat16_rn(kh), Qb[i * lk + a] = __float2bfloat16_rn(qh);
-      p.kd[o.ck + i * K + a] = __float2bfloat16_rn(kh * ed);
-      p.qg[o.ck + i * K + a] = __float2bfloat16_rn(qh * eg);
+    for (int u = 0; u < 4; ++u) sk = fmaf(kx[u], kx[u], sk), sq = fmaf(qx[u], qx[u], sq);
+    sk = warp_sum(sk), sq = warp_sum(sq);
+    const float ik = p.l2norm ? rsqrtf(sk + 1e-6f) : 1.f, iq = p.l2norm ? rsqrtf(sq + 1e-6f) : 1.f;
+    const float rr = recs[i].r, eg = __expf(G[i]), ed = __expf(gl - G[i]);
+    if (a4 < K) {
+      float kh[4], qh[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) kh[u] = kx[u] * ik, qh[u] = qx[u] * iq * rr;
+      *reinterpret_cast<uint2*>(Kb + i * lk + a4) = make_uint2(bf2(kh[0], kh[1]), bf2(kh[2], kh[3]));
+      *reinterpret_cast<uint2*>(Qb + i * lk + a4) = make_uint2(bf2(qh[0], qh[1]), bf2(qh[2], qh[3]));
+      *reinterpret_cast<uint2*>(p.kd + o.ck + i * K + a4) = make_uint2(bf2(kh[0] * ed, kh[1] * ed), bf2(kh[2] * ed, kh[3] * ed));
+      *reinterpret_cast<uint2*>(p.qg + o.ck + i * K + a4) = make_uint2(bf2(qh[0] * eg, qh[1] * eg), bf2(qh[2] * eg, qh[3] * eg));
     }
   }
   if (tid < C) p.G[o.c + tid] = G[tid];
@@ -275,10 +295,12 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
       float s = 0.f;
       for (int m = bj; m < bi; ++m) {
         const float* Lr = Lm + (bi * 16 + r) * ldf + m * 16;
-        if (m == bj) {
+        if (m == bj) {  // T_jj is lower triangular: the terms l < col are exact zeros (the same sum)
           const float* Td = Dg + m * 16 * 17;
-          for (int l = col; l < 16; ++l) s = fmaf(Lr[l], Td[l * 17 + col], s);
+#pragma unroll
+          for (int l = 0; l < 16; ++l) s = fmaf(Lr[l], Td[l * 17 + col], s);
         } else {
+#pragma unroll
           for (int l = 0; l < 16; ++l) s = fmaf(Lr[l], Lm[(m * 16 + l) * ldf + bj * 16 + col], s);
         }
       }
@@ -289,16 +311,20 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
       const int bj = e / 256, r = (e % 256) / 16, col = e % 16;
       const float* Td = Dg + bi * 16 * 17;
       float s = 0.f;
-      for (int m = 0; m <= r; ++m) s = fmaf(Td[r * 17 + m], Am[bj * 16 * 17 + m * 17 + col], s);
+#pragma unroll
+      for (int m = 0; m < 16; ++m) s = fmaf(Td[r * 17 + m], Am[bj * 16 * 17 + m * 17 + col], s);  // Td[r][m > r] = 0
       Lm[(bi * 16 + r) * ldf + bj * 16 + col] = -s;
     }
     __syncthreads();
   }
   // T in bf16; b e^G k̂ in place of k̂
-  for (int e = tid; e < C * C; e += nt) {
-    const int i = e / C, j = e % C, bi = i / 16, bj = j / 16;
-    const float t = bj > bi ? 0.f : bj == bi ? Dg[bi * 16 * 17 + (i % 16) * 17 + j % 16] : Lm[i * ldf + j];
-    T16[i * ldv16 + j] = __float2bfloat16_rn(t);
+  for (int e = tid; e < C * (C / 8); e += nt) {  // eight columns per piece, one 16-byte store
+    const int i = e / (C / 8), j = (e % (C / 8)) * 8, bi = i / 16, bj = j / 16;
+    float t[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      t[u] = bj > bi ? 0.f : bj == bi ? Dg[bi * 16 * 17 + (i % 16) * 17 + (j + u) % 16] : Lm[i * ldf + j + u];
+    *reinterpret_cast<uint4*>(T16 + i * ldv16 + j) = pack8(t, 1.f);
   }
   for (int e = tid; e < C * 16; e += nt) {  // eight elements per piece; the row's scale b e^G once per piece
     const int i = e >> 4, a = (e & 15) * 8;
@@ -394,11 +420,6 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* s) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(s)));
-}
-//! (x0, x1) → one register of two bf16 (round to nearest even), x0 in the low half.
-__device__ __forceinline__ unsigned bf2(float x0, float x1) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
-  return *reinterpret_cast<const unsigned*>(&h);
 }
 // mbarrier + bulk copy (sm_90): the ring's completion counts bytes, not threads
 __device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
@@ -666,13 +687,25 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delt
   __syncthreads();
   tile_mma2x<row_major_t, col_major_t, row_major_t, col_major_t>(O, lo, Qs, lk, Hs, lk, K, As, ldv16, Vs, ldv16, C, C, n);
   __syncthreads();
-  for (int e = tid; e < C * TV; e += nt) {
-    const int i = e / TV, jj = e % TV;
+  // eight columns per piece (n is a multiple of 16): one 16-byte store of bf16 where o is 16-byte
+  // aligned (else element by element), two float4 into the read slots' fp32 scratch
+  const bool o16 = (reinterpret_cast<std::uintptr_t>(p.o) & 15u) == 0;
+  for (int e = tid; e < C * (TV / 8); e += nt) {
+    const int i = e / (TV / 8), jj = (e % (TV / 8)) * 8;
     const chunk_record& r = recs[i];
     if (!r.rd || jj >= n) continue;
-    const float val = O[i * lo + jj];
-    if (p.R == 1) p.o[r.hv * V + j0 + jj] = from_f32<Dev>(val);
-    else p.o_part[(r.hv * p.R + r.slot) * V + j0 + jj] = val;
+    const float* x = O + i * lo + jj;
+    if (p.R == 1) {
+      Dev* dst = p.o + r.hv * V + j0 + jj;
+      if (o16) *reinterpret_cast<uint4*>(dst) = pack8(x, 1.f);
+      else
+#pragma unroll
+        for (int u = 0; u < 8; ++u) dst[u] = from_f32<Dev>(x[u]);
+    } else {
+      float* dst = p.o_part + (r.hv * p.R + r.slot) * V + j0 + jj;
+      reinterpret_cast<float4*>(dst)[0] = reinterpret_cast<const float4*>(x)[0];
+      reinterpret_cast<float4*>(dst)[1] = reinterpret_cast<const float4*>(x)[1];
+    }
   }
 }
 
