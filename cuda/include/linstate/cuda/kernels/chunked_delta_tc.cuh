@@ -388,27 +388,31 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
 
 // --- 2. delta_tc_state_kernel ------------------------------------------------------------------------
 //
-// The state pass, one block of 4 warps per 16 value columns (value columns are independent under the
-// delta rule), with the state held transposed, Sᵀ [16, K], in the warps' mma.sync accumulators: warp w
-// owns the key columns 32w … 32w + 31 of Sᵀ. Per chunk (C = 64 records):
-//   (3) Vnᵀ = Uᵀ − Sᵀ Wᵀ [16, C]: warp w forms the chunk rows 16w … 16w + 15 over all of K, its A
-//       fragments −Sᵀ (bf16) from the shared exchange tile Sx and Wᵀ's B fragments from W's rows
-//       (ldmatrix); the piece goes to the exchange tile Vx (bf16) and to global (Vnᵀ, for kernel 3);
+// The state pass, one block of 8 warps per 32 value columns: two 16-column value tiles (value columns
+// are independent under the delta rule) of 4 warps each, sharing the chunk's W and Kd rows. Each tile
+// holds its state transposed, Sᵀ [16, K], in its warps' mma.sync accumulators: warp q of a tile owns
+// the key columns 32q … 32q + 31. Per chunk (C = 64 records):
+//   (3) Vnᵀ = Uᵀ − Sᵀ Wᵀ [16, C]: warp q forms the chunk rows 16q … 16q + 15 over all of K, its A
+//       fragments −Sᵀ (bf16) from the tile's exchange tile Sx and Wᵀ's B fragments from W's rows
+//       (ldmatrix); the piece goes to the tile's exchange tile Vx (bf16) and to global (Vnᵀ, kernel 3);
 //   (4) Sᵀ ← e^{G_C} Sᵀ + Vnᵀ Kd on the warp's key columns, Vnᵀ's A fragments from Vx, Kd's B
 //       fragments by ldmatrix.trans; −Sᵀ (bf16) back to Sx and Sᵀ (bf16) to global (the state entering
 //       the next chunk, for kernel 3).
-// Each product loads all its fragments before its first mma. Two barriers per chunk (Vx complete;
-// Sx complete). The chunk's W and Kd rows, the block's 16 Uᵀ rows and G_C come by bulk copies (the
-// TMA unit, one instruction per row, issued by warp 0's lanes) through a ring of dtc_state_stages
-// buffers, each with an mbarrier that counts the bytes in (chunk c + 2 issued while chunk c
-// computes). Writes Vnᵀ [V, C] and Sᵀ entering each chunk [V, K] (bf16), the final S in fp32 ([K, V]).
-// Rounding as before: Sᵀ and Vnᵀ are bf16 operands, the state and every accumulation fp32.
+// Each product loads all its fragments before its first mma. Two barriers per chunk (Vx complete; Sx
+// complete and the next chunk's buffer landed). The chunk's W and Kd rows, the block's 32 Uᵀ rows and
+// G_C come by cp.async through a ring of dtc_state_stages buffers (chunk c + 2 issued while chunk c
+// computes; each thread copies the same eleven row pieces every chunk, from pointers advanced by one
+// chunk's stride). Writes Vnᵀ [V, C] and Sᵀ entering each chunk [V, K] (bf16), the final S in fp32
+// ([K, V]). Rounding as before: Sᵀ and Vnᵀ are bf16 operands, the state and every accumulation fp32.
+// (Bulk copies by the TMA unit, one per row, were tried: 145 small requests per chunk made a chunk
+// step 3× slower than these cp.async.)
 
-inline constexpr int dtc_state_threads = 128;  //!< 4 warps: one 16-column value tile, K in quarters
-inline constexpr int dtc_state_stages = 3;     //!< ring depth of the state kernel's bulk copies
+inline constexpr int dtc_state_threads = 256;  //!< 8 warps: two 16-column value tiles, K in quarters
+inline constexpr int dtc_state_stages = 3;     //!< cp.async ring depth of the state kernel
 
 namespace dtc_detail {
-inline constexpr int ldu = chunk_len + 8;  //!< fp32 [16][C] pitch of the staged Uᵀ rows (≡ 8 mod 32 words)
+inline constexpr int ldu = chunk_len + 8;             //!< fp32 [32][C] pitch of the staged Uᵀ rows (≡ 8 mod 32 words)
+inline constexpr int lks = chunk_max_k + 8;           //!< bf16 pitch of the state kernel's K-wide rows (fixed: immediates)
 
 __device__ __forceinline__ unsigned smem_addr(const void* s) { return static_cast<unsigned>(__cvta_generic_to_shared(s)); }
 __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* s) {
@@ -421,107 +425,82 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* s) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(s)));
 }
-// mbarrier + bulk copy (sm_90): the ring's completion counts bytes, not threads
-__device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
-__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(std::uint64_t* bar, unsigned parity) {
-  unsigned done = 0;
-  while (!done)
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-}
-//! bytes (a multiple of 16; both addresses 16-byte aligned) from global to shared, completing on bar.
-__device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_addr(dst)),
-               "l"(src), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
-}
-//! Orders this thread's earlier generic-proxy accesses of shared memory before later async-proxy ones.
-__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 }  // namespace dtc_detail
 
 struct delta_tc_state_smem {
-  std::size_t Wb, Kb, Ub, Gs, per, bars, Sx, Vx, bytes;  // ring buffer: W, Kd [C][lk], Uᵀ [16][ldu], G_{C−4..C−1}
-  __host__ __device__ explicit delta_tc_state_smem(int K) {
+  std::size_t Wb, Kb, Ub, Gs, per, Sx, Vx, bytes;  // ring buffer: W, Kd [C][lks], Uᵀ [32][ldu], G_{C−4..C−1}
+  __host__ __device__ explicit delta_tc_state_smem(int) {
     using namespace dtc_detail;
-    const std::size_t rowk = up128(static_cast<std::size_t>(chunk_len) * ldb16(K) * sizeof(dtc_bf16));
+    const std::size_t rowk = up128(static_cast<std::size_t>(chunk_len) * lks * sizeof(dtc_bf16));
     Wb = 0, Kb = rowk, Ub = 2 * rowk;
-    Gs = Ub + up128(static_cast<std::size_t>(16) * ldu * sizeof(float));
+    Gs = Ub + up128(static_cast<std::size_t>(32) * ldu * sizeof(float));
     per = Gs + up128(4 * sizeof(float));
-    bars = dtc_state_stages * per;                                                    // [stages] mbarriers
-    Sx = bars + up128(dtc_state_stages * sizeof(std::uint64_t));                      // [16][lk]  −Sᵀ (bf16)
-    Vx = Sx + up128(static_cast<std::size_t>(16) * ldb16(K) * sizeof(dtc_bf16));      // [16][ldv16] Vnᵀ (bf16)
-    bytes = Vx + up128(static_cast<std::size_t>(16) * ldv16 * sizeof(dtc_bf16));
+    Sx = dtc_state_stages * per;                                                  // [2][16][lks]   −Sᵀ (bf16)
+    Vx = Sx + up128(static_cast<std::size_t>(2 * 16) * lks * sizeof(dtc_bf16));    // [2][16][ldv16] Vnᵀ (bf16)
+    bytes = Vx + up128(static_cast<std::size_t>(2 * 16) * ldv16 * sizeof(dtc_bf16));
   }
 };
 
-//! grid (V / 16, HV, S·P), dtc_state_threads. A stream without records keeps its initial state
-//! (copied out of place, untouched in place), as delta_state_kernel. Needs W, Kd, Uᵀ and G 16-byte
-//! aligned (the scratch's) and K a multiple of 8 (delta_tc_supported: 16).
+//! grid (⌈V / 32⌉, HV, S·P), dtc_state_threads. A stream without records keeps its initial state
+//! (copied out of place, untouched in place), as delta_state_kernel.
 template <class Dev>
 __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const delta_tc_params<Dev> p) {
-  static_assert(chunk_len == 64 && chunk_max_k == 128 && dtc_state_threads == 128 && dtc_out_tile == chunk_len,
-                "delta_tc_state_kernel's warp map assumes C = 64, K ≤ 128, 4 warps");
+  static_assert(chunk_len == 64 && chunk_max_k == 128 && dtc_state_threads == 256 && dtc_out_tile == chunk_len,
+                "delta_tc_state_kernel's warp map assumes C = 64, K ≤ 128, 8 warps");
   using namespace delta_detail;
   using namespace dtc_detail;
   using x3_detail::mma_bf16_16816;
-  constexpr int C = chunk_len, NS = dtc_state_stages, KS = chunk_max_k / 16;
+  constexpr int C = chunk_len, NS = dtc_state_stages, KS = chunk_max_k / 16, lk = lks;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lk = ldb16(K), nks = K / 16;
+  const int K = p.K, V = p.V, HV = p.HV, nks = K / 16;
   const delta_tc_state_smem L(K);
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int tile = warp >> 2, q = warp & 3;  // the warp's value tile and K quarter
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
   const int part = seg / p.S, s = seg % p.S;
-  const int v0 = static_cast<int>(blockIdx.x) * 16;
+  const int vb = static_cast<int>(blockIdx.x) * 32, v0 = vb + 16 * tile, urows = min(32, V - vb);
+  const bool active = v0 < V;  // V is a multiple of 16: the second tile may be past it
   const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
   if (c0 == c1 && p.in_place) return;
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
-  auto* bars = reinterpret_cast<std::uint64_t*>(smem_raw + L.bars);
-  auto* Sx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sx);
-  auto* Vx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vx);
-  // chunk c into ring slot `slot`: warp 0 (lane 0 posts the byte count, then every lane copies rows)
-  const unsigned row_w = static_cast<unsigned>(K) * sizeof(dtc_bf16), row_u = C * sizeof(float);
-  auto issue = [&](index_t c, int slot) {
-    const at_chunk o(c, hv, HV, K, V);
+  auto* Sx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sx) + tile * 16 * lk;
+  auto* Vx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vx) + tile * 16 * ldv16;
+  // the thread's copy pieces, the same every chunk: W and Kd rows pr + 16n (n < 4) at column pa, Uᵀ rows
+  // pr and pr + 16 at column pu; the sources advance by one chunk's stride (HV chunk-heads)
+  const int pr = tid >> 4, pa = (tid & 15) * 8, pu = (tid & 15) * 4;
+  const index_t sk = static_cast<index_t>(HV) * C * K, sv = static_cast<index_t>(HV) * C * V, sg = static_cast<index_t>(HV) * C;
+  const dtc_bf16* srcw = p.w + (c0 * HV + hv) * C * K + pr * K + pa;
+  const dtc_bf16* srck = p.kd + (c0 * HV + hv) * C * K + pr * K + pa;
+  const float* srcu = p.U + (c0 * HV + hv) * C * V + static_cast<index_t>(vb + pr) * C + pu;
+  const float* srcg = p.G + (c0 * HV + hv) * C + C - 4;
+  const bool cp_wk = pa < K, cp_u0 = pr < urows, cp_u1 = pr + 16 < urows;
+  auto issue = [&](int slot) {  // the next chunk in line into `slot`, then advance the sources
     unsigned char* b = smem_raw + static_cast<std::size_t>(slot) * L.per;
-    std::uint64_t* bar = bars + slot;
-    if (lane == 0) {
-      fence_proxy_async_smem();
-      mbar_arrive_expect_tx(bar, 2 * C * row_w + 16 * row_u + 16);
-    }
-    __syncwarp();
-    for (int r = lane; r < 2 * C + 16 + 1; r += 32) {
-      if (r < C) bulk_copy_g2s(b + L.Wb + static_cast<std::size_t>(r) * lk * sizeof(dtc_bf16), p.w + o.ck + r * K, row_w, bar);
-      else if (r < 2 * C)
-        bulk_copy_g2s(b + L.Kb + static_cast<std::size_t>(r - C) * lk * sizeof(dtc_bf16), p.kd + o.ck + (r - C) * K, row_w, bar);
-      else if (r < 2 * C + 16)
-        bulk_copy_g2s(b + L.Ub + static_cast<std::size_t>(r - 2 * C) * ldu * sizeof(float),
-                      p.U + o.cv + static_cast<index_t>(v0 + r - 2 * C) * C, row_u, bar);
-      else bulk_copy_g2s(b + L.Gs, p.G + o.c + C - 4, 16, bar);
-    }
+    auto* wd = reinterpret_cast<dtc_bf16*>(b + L.Wb) + pr * lk + pa;
+    auto* kd = reinterpret_cast<dtc_bf16*>(b + L.Kb) + pr * lk + pa;
+    if (cp_wk)
+#pragma unroll
+      for (int n = 0; n < C / 16; ++n) cp_async16(wd + 16 * n * lk, srcw + 16 * n * K), cp_async16(kd + 16 * n * lk, srck + 16 * n * K);
+    auto* ud = reinterpret_cast<float*>(b + L.Ub) + pr * ldu + pu;
+    if (cp_u0) cp_async16(ud, srcu);
+    if (cp_u1) cp_async16(ud + 16 * ldu, srcu + 16 * C);
+    if (tid == 0) cp_async16(b + L.Gs, srcg);
+    srcw += sk, srck += sk, srcu += sv, srcg += sg;
   };
-  if (tid == 0) {
-    for (int u = 0; u < NS; ++u) mbar_init(bars + u, 1);
-    mbar_init_fence();
-  }
-  // the warp's quarter of Sᵀ: S[j][e] = Sᵀ(v0 + g + 8(e ≥ 2), 32w + 8j + t2 + (e & 1)) = S(k, v)
+  // the warp's quarter of Sᵀ: S[j][e] = Sᵀ(v0 + g + 8(e ≥ 2), 32q + 8j + t2 + (e & 1)) = S(k, v)
   float S[4][4];
-  const int kq = 32 * warp;  // the quarter's first key column
+  const int kq = 32 * q;  // the quarter's first key column
 #pragma unroll
   for (int j = 0; j < 4; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int v = v0 + g + 8 * (e >> 1), k = kq + 8 * j + t2 + (e & 1);
-      S[j][e] = (k < K && p.state_in) ? p.state_in[sbase + static_cast<index_t>(k) * V + v] : 0.f;
+      S[j][e] = (active && k < K && p.state_in) ? p.state_in[sbase + static_cast<index_t>(k) * V + v] : 0.f;
     }
   // −Sᵀ (bf16) into Sx, and Sᵀ (bf16) to h as the state entering chunk c
   auto publish = [&](index_t c, bool write_h) {
@@ -539,35 +518,34 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
       }
     }
   };
-  __syncthreads();  // the mbarriers initialised
-  if (warp == 0)
-    for (int u = 0; u < NS - 1; ++u)
-      if (c0 + u < c1) issue(c0 + u, u);
-  if (c0 < c1) publish(c0, true);
-  __syncthreads();  // Sx holds −Sᵀ
-  int slot = 0;         // chunk c's ring slot
-  unsigned parity = 0;  // and the phase of its mbarrier
+#pragma unroll
+  for (int u = 0; u < NS - 1; ++u) {
+    if (c0 + u < c1) issue(u);
+    cp_async_commit();
+  }
+  if (c0 < c1 && active) publish(c0, true);
+  cp_async_wait_group<NS - 2>();
+  __syncthreads();  // Sx holds −Sᵀ; chunk c0's buffer landed
+  int slot = 0;     // chunk c's ring slot
   for (index_t c = c0; c < c1; ++c) {
-    if (warp == 0 && c + NS - 1 < c1) issue(c + NS - 1, slot == 0 ? NS - 1 : slot - 1);  // chunk c − 1's slot: read before the last barrier
-    const at_chunk o(c, hv, HV, K, V);
+    if (c + NS - 1 < c1) issue(slot == 0 ? NS - 1 : slot - 1);  // chunk c − 1's slot: every warp passed the barrier after reading it
+    cp_async_commit();
     const unsigned char* b = smem_raw + static_cast<std::size_t>(slot) * L.per;
-    const auto* Wc = reinterpret_cast<const dtc_bf16*>(b + L.Wb);
-    const auto* Kc = reinterpret_cast<const dtc_bf16*>(b + L.Kb);
-    const auto* Uc = reinterpret_cast<const float*>(b + L.Ub);
-    mbar_wait(bars + slot, parity);
-    {  // (3) the warp's chunk rows 16w … 16w + 15: Vnᵀ = Uᵀ − Sᵀ Wᵀ (even and odd k-steps in separate accumulators)
+    if (active) {  // (3) the warp's chunk rows 16q … 16q + 15: Vnᵀ = Uᵀ − Sᵀ Wᵀ (even and odd k-steps in separate accumulators)
+      const auto* Wc = reinterpret_cast<const dtc_bf16*>(b + L.Wb);
+      const auto* Uc = reinterpret_cast<const float*>(b + L.Ub) + 16 * tile * ldu;
       unsigned a[KS][4], w4[KS][4];
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
         if (ks >= nks) break;
         ldsm_x4(a[ks], Sx + (lane & 15) * lk + 16 * ks + 8 * (lane >> 4));
-        ldsm_x4(w4[ks], Wc + (16 * warp + (lane & 7) + 8 * (lane >> 4)) * lk + 16 * ks + 8 * ((lane >> 3) & 1));
+        ldsm_x4(w4[ks], Wc + (16 * q + (lane & 7) + 8 * (lane >> 4)) * lk + 16 * ks + 8 * ((lane >> 3) & 1));
       }
       float A[2][2][4];
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const float2 u0 = *reinterpret_cast<const float2*>(Uc + g * ldu + 16 * warp + 8 * j + t2);
-        const float2 u1 = *reinterpret_cast<const float2*>(Uc + (g + 8) * ldu + 16 * warp + 8 * j + t2);
+        const float2 u0 = *reinterpret_cast<const float2*>(Uc + g * ldu + 16 * q + 8 * j + t2);
+        const float2 u1 = *reinterpret_cast<const float2*>(Uc + (g + 8) * ldu + 16 * q + 8 * j + t2);
         A[0][j][0] = u0.x, A[0][j][1] = u0.y, A[0][j][2] = u1.x, A[0][j][3] = u1.y;
 #pragma unroll
         for (int e = 0; e < 4; ++e) A[1][j][e] = 0.f;
@@ -579,9 +557,10 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
         mma_bf16_16816(A[ks & 1][0], a[ks], b0);
         mma_bf16_16816(A[ks & 1][1], a[ks], b1);
       }
+      const at_chunk o(c, hv, HV, K, V);
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const int i = 16 * warp + 8 * j + t2;
+        const int i = 16 * q + 8 * j + t2;
         const unsigned r0 = bf2(A[0][j][0] + A[1][j][0], A[0][j][1] + A[1][j][1]);
         const unsigned r1 = bf2(A[0][j][2] + A[1][j][2], A[0][j][3] + A[1][j][3]);
         *reinterpret_cast<unsigned*>(Vx + g * ldv16 + i) = r0;
@@ -591,7 +570,8 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
       }
     }
     __syncthreads();  // Vx complete; every warp is done reading Sx
-    {  // (4) Sᵀ ← e^{G_C} Sᵀ + Vnᵀ Kd on the warp's key columns
+    if (active) {  // (4) Sᵀ ← e^{G_C} Sᵀ + Vnᵀ Kd on the warp's key columns
+      const auto* Kc = reinterpret_cast<const dtc_bf16*>(b + L.Kb);
       unsigned a[C / 16][4], k4[C / 16][2][4];
 #pragma unroll
       for (int cs = 0; cs < C / 16; ++cs) {
@@ -615,12 +595,13 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
           mma_bf16_16816(S[2 * jp], a[cs], b0);
           mma_bf16_16816(S[2 * jp + 1], a[cs], b1);
         }
+      publish(c + 1, c + 1 < c1);
     }
-    publish(c + 1, c + 1 < c1);
-    __syncthreads();  // Sx holds the new −Sᵀ; every warp is done reading Vx and chunk c's slot
-    if (++slot == NS) slot = 0, parity ^= 1u;
+    cp_async_wait_group<NS - 2>();
+    __syncthreads();  // Sx holds the new −Sᵀ; chunk c + 1's buffer landed; every warp is done reading Vx and chunk c's slot
+    if (++slot == NS) slot = 0;
   }
-  if (p.state_out)
+  if (p.state_out && active)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -1266,7 +1247,7 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
                                        delta_tc_prep_smem(p.K).bytes, stream>>>(t);
         check_launch("delta_tc_prep_kernel", api);
       }
-      const dim3 grid(static_cast<unsigned>(p.V / 16), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
+      const dim3 grid(static_cast<unsigned>((p.V + 31) / 32), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
       delta_tc_state_kernel<Dev><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, stream>>>(t);
       check_launch("delta_tc_state_kernel", api);
       if (chunks > 0) {
