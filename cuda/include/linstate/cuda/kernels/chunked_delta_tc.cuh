@@ -388,10 +388,9 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
 
 // --- 2. delta_tc_state_kernel ------------------------------------------------------------------------
 //
-// The state pass, one block of 8 warps per 32 value columns: two 16-column value tiles (value columns
-// are independent under the delta rule) of 4 warps each, sharing the chunk's W and Kd rows. Each tile
-// holds its state transposed, Sᵀ [16, K], in its warps' mma.sync accumulators: warp q of a tile owns
-// the key columns 32q … 32q + 31. Per chunk (C = 64 records):
+// The state pass, one block per 16 value columns (value columns are independent under the delta
+// rule): four compute warps hold the state transposed, Sᵀ [16, K], in their mma.sync accumulators
+// (warp q owns the key columns 32q … 32q + 31), a fifth warp only copies. Per chunk (C = 64 records):
 //   (3) Vnᵀ = Uᵀ − Sᵀ Wᵀ [16, C]: warp q forms the chunk rows 16q … 16q + 15 over all of K, its A
 //       fragments −Sᵀ (bf16) from the tile's exchange tile Sx and Wᵀ's B fragments from W's rows
 //       (ldmatrix); the piece goes to the tile's exchange tile Vx (bf16) and to global (Vnᵀ, kernel 3);
@@ -399,19 +398,20 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
 //       fragments by ldmatrix.trans; −Sᵀ (bf16) back to Sx and Sᵀ (bf16) to global (the state entering
 //       the next chunk, for kernel 3).
 // Each product loads all its fragments before its first mma. Two barriers per chunk (Vx complete; Sx
-// complete and the next chunk's buffer landed). The chunk's W and Kd rows, the block's 32 Uᵀ rows and
-// G_C come by cp.async through a ring of dtc_state_stages buffers (chunk c + 2 issued while chunk c
-// computes; each thread copies the same eleven row pieces every chunk, from pointers advanced by one
-// chunk's stride). Writes Vnᵀ [V, C] and Sᵀ entering each chunk [V, K] (bf16), the final S in fp32
-// ([K, V]). Rounding as before: Sᵀ and Vnᵀ are bf16 operands, the state and every accumulation fp32.
-// (Bulk copies by the TMA unit, one per row, were tried: 145 small requests per chunk made a chunk
-// step 3× slower than these cp.async.)
+// complete and the next chunk's buffer landed). The producer warp copies the chunk's W and Kd rows,
+// the block's 16 Uᵀ rows and G_C by cp.async into a ring of dtc_state_stages buffers (chunk c + 2
+// issued while chunk c computes, from pointers advanced by one chunk's stride): the compute warps
+// never wait on a copy's address registers. Writes Vnᵀ [V, C] and Sᵀ entering each chunk [V, K]
+// (bf16), the final S in fp32 ([K, V]). Rounding as before: Sᵀ and Vnᵀ are bf16 operands, the state
+// and every accumulation fp32. Tried and slower (docs/benchmarks.md, session 10): the copies issued by
+// every thread (18 cp.async each per chunk), bulk copies by the TMA unit one per row (145 small
+// requests per chunk: 3× slower), two value tiles per block of 8 warps.
 
-inline constexpr int dtc_state_threads = 256;  //!< 8 warps: two 16-column value tiles, K in quarters
+inline constexpr int dtc_state_threads = 160;  //!< 4 compute warps (a 16-column value tile, K in quarters) + 1 copy warp
 inline constexpr int dtc_state_stages = 3;     //!< cp.async ring depth of the state kernel
 
 namespace dtc_detail {
-inline constexpr int ldu = chunk_len + 8;             //!< fp32 [32][C] pitch of the staged Uᵀ rows (≡ 8 mod 32 words)
+inline constexpr int ldu = chunk_len + 8;             //!< fp32 [16][C] pitch of the staged Uᵀ rows (≡ 8 mod 32 words)
 inline constexpr int lks = chunk_max_k + 8;           //!< bf16 pitch of the state kernel's K-wide rows (fixed: immediates)
 
 __device__ __forceinline__ unsigned smem_addr(const void* s) { return static_cast<unsigned>(__cvta_generic_to_shared(s)); }
@@ -432,25 +432,25 @@ __device__ __forceinline__ void cp_async_wait_group() {
 }  // namespace dtc_detail
 
 struct delta_tc_state_smem {
-  std::size_t Wb, Kb, Ub, Gs, per, Sx, Vx, bytes;  // ring buffer: W, Kd [C][lks], Uᵀ [32][ldu], G_{C−4..C−1}
+  std::size_t Wb, Kb, Ub, Gs, per, Sx, Vx, bytes;  // ring buffer: W, Kd [C][lks], Uᵀ [16][ldu], G_{C−4..C−1}
   __host__ __device__ explicit delta_tc_state_smem(int) {
     using namespace dtc_detail;
     const std::size_t rowk = up128(static_cast<std::size_t>(chunk_len) * lks * sizeof(dtc_bf16));
     Wb = 0, Kb = rowk, Ub = 2 * rowk;
-    Gs = Ub + up128(static_cast<std::size_t>(32) * ldu * sizeof(float));
+    Gs = Ub + up128(static_cast<std::size_t>(16) * ldu * sizeof(float));
     per = Gs + up128(4 * sizeof(float));
-    Sx = dtc_state_stages * per;                                                  // [2][16][lks]   −Sᵀ (bf16)
-    Vx = Sx + up128(static_cast<std::size_t>(2 * 16) * lks * sizeof(dtc_bf16));    // [2][16][ldv16] Vnᵀ (bf16)
-    bytes = Vx + up128(static_cast<std::size_t>(2 * 16) * ldv16 * sizeof(dtc_bf16));
+    Sx = dtc_state_stages * per;                                              // [16][lks]   −Sᵀ (bf16)
+    Vx = Sx + up128(static_cast<std::size_t>(16) * lks * sizeof(dtc_bf16));    // [16][ldv16] Vnᵀ (bf16)
+    bytes = Vx + up128(static_cast<std::size_t>(16) * ldv16 * sizeof(dtc_bf16));
   }
 };
 
-//! grid (⌈V / 32⌉, HV, S·P), dtc_state_threads. A stream without records keeps its initial state
+//! grid (V / 16, HV, S·P), dtc_state_threads. A stream without records keeps its initial state
 //! (copied out of place, untouched in place), as delta_state_kernel.
 template <class Dev>
 __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const delta_tc_params<Dev> p) {
-  static_assert(chunk_len == 64 && chunk_max_k == 128 && dtc_state_threads == 256 && dtc_out_tile == chunk_len,
-                "delta_tc_state_kernel's warp map assumes C = 64, K ≤ 128, 8 warps");
+  static_assert(chunk_len == 64 && chunk_max_k == 128 && dtc_state_threads == 160 && dtc_out_tile == chunk_len,
+                "delta_tc_state_kernel's warp map assumes C = 64, K ≤ 128, 4 + 1 warps");
   using namespace delta_detail;
   using namespace dtc_detail;
   using x3_detail::mma_bf16_16816;
@@ -460,36 +460,37 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   const delta_tc_state_smem L(K);
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
-  const int tile = warp >> 2, q = warp & 3;  // the warp's value tile and K quarter
+  const int q = warp;                       // the compute warp's K quarter (warp 4 copies)
+  const bool producer = warp == 4;
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
   const int part = seg / p.S, s = seg % p.S;
-  const int vb = static_cast<int>(blockIdx.x) * 32, v0 = vb + 16 * tile, urows = min(32, V - vb);
-  const bool active = v0 < V;  // V is a multiple of 16: the second tile may be past it
+  const int v0 = static_cast<int>(blockIdx.x) * 16;
+  const bool active = !producer;
   const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
   if (c0 == c1 && p.in_place) return;
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
-  auto* Sx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sx) + tile * 16 * lk;
-  auto* Vx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vx) + tile * 16 * ldv16;
-  // the thread's copy pieces, the same every chunk: W and Kd rows pr + 16n (n < 4) at column pa, Uᵀ rows
-  // pr and pr + 16 at column pu; the sources advance by one chunk's stride (HV chunk-heads)
-  const int pr = tid >> 4, pa = (tid & 15) * 8, pu = (tid & 15) * 4;
+  auto* Sx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sx);
+  auto* Vx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vx);
+  // the producer lane's copy pieces, the same every chunk: W and Kd rows pr + 2n (n < 32) at column pa,
+  // Uᵀ rows pr + 2n (n < 8) at column pu; the sources advance by one chunk's stride (HV chunk-heads)
+  const int pr = lane >> 4, pa = (lane & 15) * 8, pu = (lane & 15) * 4;
   const index_t sk = static_cast<index_t>(HV) * C * K, sv = static_cast<index_t>(HV) * C * V, sg = static_cast<index_t>(HV) * C;
   const dtc_bf16* srcw = p.w + (c0 * HV + hv) * C * K + pr * K + pa;
   const dtc_bf16* srck = p.kd + (c0 * HV + hv) * C * K + pr * K + pa;
-  const float* srcu = p.U + (c0 * HV + hv) * C * V + static_cast<index_t>(vb + pr) * C + pu;
+  const float* srcu = p.U + (c0 * HV + hv) * C * V + static_cast<index_t>(v0 + pr) * C + pu;
   const float* srcg = p.G + (c0 * HV + hv) * C + C - 4;
-  const bool cp_wk = pa < K, cp_u0 = pr < urows, cp_u1 = pr + 16 < urows;
-  auto issue = [&](int slot) {  // the next chunk in line into `slot`, then advance the sources
+  const bool cp_wk = pa < K;
+  auto issue = [&](int slot) {  // producer warp: the next chunk in line into `slot`, then advance the sources
     unsigned char* b = smem_raw + static_cast<std::size_t>(slot) * L.per;
     auto* wd = reinterpret_cast<dtc_bf16*>(b + L.Wb) + pr * lk + pa;
     auto* kd = reinterpret_cast<dtc_bf16*>(b + L.Kb) + pr * lk + pa;
     if (cp_wk)
-#pragma unroll
-      for (int n = 0; n < C / 16; ++n) cp_async16(wd + 16 * n * lk, srcw + 16 * n * K), cp_async16(kd + 16 * n * lk, srck + 16 * n * K);
+#pragma unroll 8
+      for (int n = 0; n < C / 2; ++n) cp_async16(wd + 2 * n * lk, srcw + 2 * n * K), cp_async16(kd + 2 * n * lk, srck + 2 * n * K);
     auto* ud = reinterpret_cast<float*>(b + L.Ub) + pr * ldu + pu;
-    if (cp_u0) cp_async16(ud, srcu);
-    if (cp_u1) cp_async16(ud + 16 * ldu, srcu + 16 * C);
-    if (tid == 0) cp_async16(b + L.Gs, srcg);
+#pragma unroll
+    for (int n = 0; n < 8; ++n) cp_async16(ud + 2 * n * ldu, srcu + 2 * n * C);
+    if (lane == 0) cp_async16(b + L.Gs, srcg);
     srcw += sk, srck += sk, srcu += sv, srcg += sg;
   };
   // the warp's quarter of Sᵀ: S[j][e] = Sᵀ(v0 + g + 8(e ≥ 2), 32q + 8j + t2 + (e & 1)) = S(k, v)
@@ -518,22 +519,26 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
       }
     }
   };
+  if (producer) {
 #pragma unroll
-  for (int u = 0; u < NS - 1; ++u) {
-    if (c0 + u < c1) issue(u);
-    cp_async_commit();
+    for (int u = 0; u < NS - 1; ++u) {
+      if (c0 + u < c1) issue(u);
+      cp_async_commit();
+    }
+    cp_async_wait_group<NS - 2>();
   }
   if (c0 < c1 && active) publish(c0, true);
-  cp_async_wait_group<NS - 2>();
   __syncthreads();  // Sx holds −Sᵀ; chunk c0's buffer landed
   int slot = 0;     // chunk c's ring slot
   for (index_t c = c0; c < c1; ++c) {
-    if (c + NS - 1 < c1) issue(slot == 0 ? NS - 1 : slot - 1);  // chunk c − 1's slot: every warp passed the barrier after reading it
-    cp_async_commit();
+    if (producer) {
+      if (c + NS - 1 < c1) issue(slot == 0 ? NS - 1 : slot - 1);  // chunk c − 1's slot: every warp passed the barrier after reading it
+      cp_async_commit();
+    }
     const unsigned char* b = smem_raw + static_cast<std::size_t>(slot) * L.per;
     if (active) {  // (3) the warp's chunk rows 16q … 16q + 15: Vnᵀ = Uᵀ − Sᵀ Wᵀ (even and odd k-steps in separate accumulators)
       const auto* Wc = reinterpret_cast<const dtc_bf16*>(b + L.Wb);
-      const auto* Uc = reinterpret_cast<const float*>(b + L.Ub) + 16 * tile * ldu;
+      const auto* Uc = reinterpret_cast<const float*>(b + L.Ub);
       unsigned a[KS][4], w4[KS][4];
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
@@ -597,7 +602,7 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
         }
       publish(c + 1, c + 1 < c1);
     }
-    cp_async_wait_group<NS - 2>();
+    if (producer) cp_async_wait_group<NS - 2>();
     __syncthreads();  // Sx holds the new −Sᵀ; chunk c + 1's buffer landed; every warp is done reading Vx and chunk c's slot
     if (++slot == NS) slot = 0;
   }
@@ -1247,7 +1252,7 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
                                        delta_tc_prep_smem(p.K).bytes, stream>>>(t);
         check_launch("delta_tc_prep_kernel", api);
       }
-      const dim3 grid(static_cast<unsigned>((p.V + 31) / 32), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
+      const dim3 grid(static_cast<unsigned>(p.V / 16), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
       delta_tc_state_kernel<Dev><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, stream>>>(t);
       check_launch("delta_tc_state_kernel", api);
       if (chunks > 0) {
