@@ -480,18 +480,26 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   const float* srcu = p.U + (c0 * HV + hv) * C * V + static_cast<index_t>(v0 + pr) * C + pu;
   const float* srcg = p.G + (c0 * HV + hv) * C + C - 4;
   const bool cp_wk = pa < K;
-  auto issue = [&](int slot) {  // producer warp: the next chunk in line into `slot`, then advance the sources
+  // producer warp: half h of the next chunk in line into `slot` (h = 0: W and Kd rows < 32 and Uᵀ;
+  // h = 1: the other rows and G, then the sources advance): the halves go before and after the
+  // chunk's middle barrier, so that the copy warp never holds the compute warps at it
+  auto issue = [&](int slot, int h) {
     unsigned char* b = smem_raw + static_cast<std::size_t>(slot) * L.per;
-    auto* wd = reinterpret_cast<dtc_bf16*>(b + L.Wb) + pr * lk + pa;
-    auto* kd = reinterpret_cast<dtc_bf16*>(b + L.Kb) + pr * lk + pa;
+    auto* wd = reinterpret_cast<dtc_bf16*>(b + L.Wb) + (pr + 32 * h) * lk + pa;
+    auto* kd = reinterpret_cast<dtc_bf16*>(b + L.Kb) + (pr + 32 * h) * lk + pa;
+    const dtc_bf16* sw = srcw + 32 * h * K;
+    const dtc_bf16* sd = srck + 32 * h * K;
     if (cp_wk)
 #pragma unroll 8
-      for (int n = 0; n < C / 2; ++n) cp_async16(wd + 2 * n * lk, srcw + 2 * n * K), cp_async16(kd + 2 * n * lk, srck + 2 * n * K);
-    auto* ud = reinterpret_cast<float*>(b + L.Ub) + pr * ldu + pu;
+      for (int n = 0; n < C / 4; ++n) cp_async16(wd + 2 * n * lk, sw + 2 * n * K), cp_async16(kd + 2 * n * lk, sd + 2 * n * K);
+    if (h == 0) {
+      auto* ud = reinterpret_cast<float*>(b + L.Ub) + pr * ldu + pu;
 #pragma unroll
-    for (int n = 0; n < 8; ++n) cp_async16(ud + 2 * n * ldu, srcu + 2 * n * C);
-    if (lane == 0) cp_async16(b + L.Gs, srcg);
-    srcw += sk, srck += sk, srcu += sv, srcg += sg;
+      for (int n = 0; n < 8; ++n) cp_async16(ud + 2 * n * ldu, srcu + 2 * n * C);
+    } else {
+      if (lane == 0) cp_async16(b + L.Gs, srcg);
+      srcw += sk, srck += sk, srcu += sv, srcg += sg;
+    }
   };
   // the warp's quarter of Sᵀ: S[j][e] = Sᵀ(v0 + g + 8(e ≥ 2), 32q + 8j + t2 + (e & 1)) = S(k, v)
   float S[4][4];
@@ -522,7 +530,7 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   if (producer) {
 #pragma unroll
     for (int u = 0; u < NS - 1; ++u) {
-      if (c0 + u < c1) issue(u);
+      if (c0 + u < c1) issue(u, 0), issue(u, 1);
       cp_async_commit();
     }
     cp_async_wait_group<NS - 2>();
@@ -531,10 +539,8 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   __syncthreads();  // Sx holds −Sᵀ; chunk c0's buffer landed
   int slot = 0;     // chunk c's ring slot
   for (index_t c = c0; c < c1; ++c) {
-    if (producer) {
-      if (c + NS - 1 < c1) issue(slot == 0 ? NS - 1 : slot - 1);  // chunk c − 1's slot: every warp passed the barrier after reading it
-      cp_async_commit();
-    }
+    const int fill = slot == 0 ? NS - 1 : slot - 1;  // chunk c − 1's slot: every warp passed the barrier after reading it
+    if (producer && c + NS - 1 < c1) issue(fill, 0);
     const unsigned char* b = smem_raw + static_cast<std::size_t>(slot) * L.per;
     if (active) {  // (3) the warp's chunk rows 16q … 16q + 15: Vnᵀ = Uᵀ − Sᵀ Wᵀ (even and odd k-steps in separate accumulators)
       const auto* Wc = reinterpret_cast<const dtc_bf16*>(b + L.Wb);
@@ -575,6 +581,10 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
       }
     }
     __syncthreads();  // Vx complete; every warp is done reading Sx
+    if (producer) {
+      if (c + NS - 1 < c1) issue(fill, 1);
+      cp_async_commit();
+    }
     if (active) {  // (4) Sᵀ ← e^{G_C} Sᵀ + Vnᵀ Kd on the warp's key columns
       const auto* Kc = reinterpret_cast<const dtc_bf16*>(b + L.Kb);
       unsigned a[C / 16][4], k4[C / 16][2][4];
