@@ -31,9 +31,10 @@
 // Rounding: the products' operands are bf16 (k̂, q̂, T, b·V, b e^G k̂, S, Vn); G, Γ, the exponentials,
 // L and T's solve, the carried state and every accumulation are fp32. The GPU tests check it against
 // the exact path at fla's ratio 0.005 (SPEC §9.3).
-// Measured (H200, bf16, B = 1, H = 8, K = V = 128, T = 32768; ncu, one forward): prep 0.75 ms, state
-// 1.48 ms (2.9 µs per chunk step, latency-bound: 64 blocks of 4 warps), output 0.23 ms; bench_cuda
-// forward 2.47 ms against 11.71 ms for the exact kernels (docs/benchmarks.md, "Issue 11: gated delta rule").
+// Measured (H200, bf16, B = 1, H = 8, K = V = 128, T = 32768; ncu at its locked 1.35 GHz, one
+// forward): prep 594 µs, state 658 µs (≈ 1 700 cycles per chunk step), output 215 µs; bench_cuda
+// forward 1.16 ms (2.47 before session 10; 11.7 for the exact kernels; fla main 1.09 in the same call:
+// docs/benchmarks.md, "Issue 11, session 10").
 // Scratch: the forward's fp32 buffers of chunked_delta.cuh (delta_chunk_floats(K, V, false)), the bf16
 // arrays laid over the first half of each: Qg over q̂, Kd over k̂, W over W, A over A, Vn over Vn, and
 // the entering states over hbuf.
