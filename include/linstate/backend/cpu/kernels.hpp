@@ -23,6 +23,7 @@
 #include "../../detail/problem.hpp"
 #include "../../detail/router.hpp"
 #include "gemm.hpp"
+#include "gemm_bf16.hpp"
 
 namespace linstate::cpu_detail {
 
@@ -267,11 +268,21 @@ struct chunk_scratch {
   RowMat Q, Kc, G, Vc, E, Einv, A, O, Kd, EinvT;
   RowVec gamma, egamma;
   std::vector<double> gsum;  // [K] the running sum Γ of the current chunk, in fp64 (see chunk_log_decays)
+  //! The bf16-product path (linstate::cpu::bf16_products, bf16 inputs, AVX-512 BF16 builds): set by the
+  //! driver for each call; its operands as bf16 pair words (gemm_bf16.hpp), sized by reserve_bf16.
+  bool bf16_products = false;
+  std::vector<std::uint32_t> wQ, wK, wKT, wA, wV, wKd, wH;
   void reserve(index_t C, index_t K, index_t V) {
     Q.resize(C, K), Kc.resize(C, K), G.resize(C, K), Vc.resize(C, V), E.resize(C, K), Einv.resize(C, K);
     A.resize(C, C), O.resize(C, V), Kd.resize(C, K), gamma.resize(K), egamma.resize(K);
     if (LINSTATE_GEMM_AVX2) EinvT.resize(K, C);
     gsum.resize(static_cast<std::size_t>(K));
+  }
+  void reserve_bf16(index_t C, index_t K, index_t V) {
+    const auto np = static_cast<std::size_t>((C + 1) / 2), c = static_cast<std::size_t>(C);
+    const auto k = static_cast<std::size_t>(K), v = static_cast<std::size_t>(V);
+    wQ.resize(c * k / 2), wK.resize(c * k / 2), wKT.resize(k / 2 * c), wA.resize(c * np);  // [C,K/2] ×2, [K/2,C], [C,⌈C/2⌉]
+    wV.resize(np * v), wKd.resize(np * k), wH.resize(k / 2 * v);                             // [⌈C/2⌉,V], [⌈C/2⌉,K], [K/2,V]
   }
 };
 
@@ -410,6 +421,76 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
   auto Vc = sc.Vc.topRows(m);
   auto A = sc.A.topLeftCorner(m, m);
   auto O = sc.O.topRows(m);
+#if LINSTATE_CPU_BF16_DOT
+  // bf16 inputs with linstate::cpu::bf16_products: the same chunk formulas with every product's operands
+  // rounded to bf16 and the sums in fp32 (vdpbf16ps, gemm_bf16.hpp), as fla's kernels round theirs
+  // (SPEC §1.3): Q ⊙ e^{Γ}, the entering state H as read, K ⊙ e^{−Γ}, the masked scores A, K ⊙ e^{γ−Γ};
+  // V is a bf16 input already. The state itself stays fp32 (H = diag(e^{γ}) H + Kdᵀ V accumulates in
+  // fp32). Within SPEC §9.3's ratio of the fp64 reference, not C10's "the fp32 run's o rounded once".
+  if constexpr (std::is_same_v<Scalar, Eigen::bfloat16>) {
+    if (sc.bf16_products && K % 16 == 0 && V % 16 == 0) {
+      namespace bd = bf16dot;
+      const index_t Kw = K / 2, np = (m + 1) / 2, ldc = sc.A.outerStride();
+      const float* Qg = sc.Q.data();     // [m,K] Q ⊙ e^{Γ}
+      const float* Kinv = sc.Kc.data();  // [m,K] K ⊙ e^{−Γ}
+      bool one_gemm = true;
+      if constexpr (!decay_none<D>) {
+        auto G = sc.G.topRows(m);
+        sc.gamma = G.row(m - 1);
+        one_gemm = (any_w ? -sc.gamma.minCoeff() : 0.f) <= single_gemm_span;
+        sc.egamma = sc.gamma.array().exp();
+        if (any_w && one_gemm) sc.Einv.topRows(m).array() = Kc.array() * (-G.array()).exp();
+        if (any_r) sc.Kd.topRows(m) = Q.cwiseProduct(G.array().exp().matrix());
+        Qg = sc.Kd.data(), Kinv = sc.Einv.data();
+      }
+      LINSTATE_PHASE(exps);
+      if (any_r) {  // O = (Q ⊙ e^{Γ}) H
+        bd::pack_row_pairs(tg.state, V, K, V, sc.wH.data(), V);  // [K/2, V]
+        bd::pack_rows(Qg, K, m, K, sc.wQ.data(), Kw);            // [m, K/2]
+        LINSTATE_PHASE(pack);
+        bd::product<gemm::set>(m, V, Kw, sc.wQ.data(), Kw, 1, sc.wH.data(), V, O.data(), O.outerStride());
+        LINSTATE_PHASE(gemm);
+      }
+      if (any_w) {
+        bd::pack_row_pairs(Vc.data(), V, m, V, sc.wV.data(), V);  // [⌈m/2⌉, V]
+        LINSTATE_PHASE(pack);
+        if (any_r) {  // O += tril(A) V, A_tj = (Q ⊙ e^{Γ})_t · (K ⊙ e^{−Γ})_j
+          if (one_gemm) {
+            bd::pack_rows(Kinv, K, m, K, sc.wK.data(), Kw);                   // [m, K/2]
+            bd::transpose_words(sc.wK.data(), Kw, m, Kw, m, sc.wKT.data(), m);  // [K/2, m]
+            LINSTATE_PHASE(pack);
+            bd::product<gemm::set, gemm::c_lower>(m, m, Kw, sc.wQ.data(), Kw, 1, sc.wKT.data(), m, A.data(), ldc);
+          } else {
+            intra_subchunked(Q, Kc, sc.G.topRows(m), A, m);
+          }
+          LINSTATE_PHASE(gemm);
+          bd::pack_lower(A.data(), ldc, m, sc.wA.data(), np);  // [m, ⌈m/2⌉], zero above the diagonal
+          LINSTATE_PHASE(pack);
+          bd::product<gemm::add, gemm::a_lower>(m, V, np, sc.wA.data(), np, 1, sc.wV.data(), V, O.data(), O.outerStride());
+          LINSTATE_PHASE(gemm);
+        }
+        const float* Kd = sc.Kc.data();  // [m,K] K ⊙ e^{γ − Γ} (no decay: K)
+        if constexpr (!decay_none<D>) {
+          auto Kdm = sc.Kd.topRows(m);
+          if (one_gemm) Kdm = sc.Einv.topRows(m) * sc.egamma.asDiagonal();
+          else
+            for (index_t i = 0; i < m; ++i)
+              Kdm.row(i) = Kc.row(i).cwiseProduct((sc.gamma - sc.G.row(i)).array().exp().matrix());
+          Kd = sc.Kd.data();
+        }
+        LINSTATE_PHASE(exps);
+        bd::pack_row_pairs(Kd, K, m, K, sc.wKd.data(), K);  // [⌈m/2⌉, K]: Kdᵀ's pair words, (a, p) at p·K + a
+        LINSTATE_PHASE(pack);
+        if constexpr (decay_none<D>)  // H += Kᵀ V
+          bd::product<gemm::add>(K, V, np, sc.wKd.data(), 1, K, sc.wV.data(), V, tg.state, V);
+        else  // H = diag(e^{γ}) H + Kdᵀ V
+          bd::product<gemm::scale_add>(K, V, np, sc.wKd.data(), 1, K, sc.wV.data(), V, tg.state, V, sc.egamma.data());
+        LINSTATE_PHASE(gemm);
+      }
+      return any_r;
+    }
+  }
+#endif
   if constexpr (decay_none<D>) {
     if (any_r) {
       O.noalias() = Q * Hm;
