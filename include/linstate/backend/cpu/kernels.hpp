@@ -101,7 +101,7 @@ inline void l2normalize(float* x, index_t n) {
   for (index_t i = 0; i < n; ++i) x[i] *= r;
 }
 
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
 //! One written and read step of the diagonal recurrence over the whole state, by column blocks of 64:
 //! h[a, j] = g[a]·h[a, j] + k[a]·v[j] ;  o[j] += q[a]·h[a, j], with the block's o in registers (the
 //! row-by-row loop loads and stores o for every row: 2 stores per 8 elements instead of 1). The same
@@ -229,7 +229,7 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
         const float e = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
         std::fill(g, g + K, e);
       }
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
       if constexpr (!decay_none<D>) {
         if (r && sc.blocked && V % 64 == 0) {
           diagonal_step_blocked(hs, g, k, q, v, o, K, V);
@@ -275,7 +275,7 @@ struct chunk_scratch {
   void reserve(index_t C, index_t K, index_t V) {
     Q.resize(C, K), Kc.resize(C, K), G.resize(C, K), Vc.resize(C, V), E.resize(C, K), Einv.resize(C, K);
     A.resize(C, C), O.resize(C, V), Kd.resize(C, K), gamma.resize(K), egamma.resize(K);
-    if (LINSTATE_GEMM_AVX2) EinvT.resize(K, C);
+    if (LINSTATE_GEMM_KERNEL) EinvT.resize(K, C);
     gsum.resize(static_cast<std::size_t>(K));
   }
   void reserve_bf16(index_t C, index_t K, index_t V) {
@@ -369,10 +369,10 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
   LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
   const index_t m = std::min(C, st.n - c0);
   bool any_w = false, any_r = false;
-  // fused_exps: e^{±Γ} formed row by row inside the staging loop (the AVX2 build, K a multiple of
+  // fused_exps: e^{±Γ} formed row by row inside the staging loop (the gemm.hpp kernel builds, K a multiple of
   // Eigen's packet so that every row starts aligned, as the whole-matrix evaluation's packets did)
   constexpr index_t packet = Eigen::internal::packet_traits<float>::size;
-  [[maybe_unused]] const bool fused_exps = !decay_none<D> && LINSTATE_GEMM_AVX2 && K % packet == 0;
+  [[maybe_unused]] const bool fused_exps = !decay_none<D> && LINSTATE_GEMM_KERNEL && K % packet == 0;
   for (index_t i = 0; i < m; ++i) {
     const index_t s = c0 + i, t = st.tok(s);
     const std::uint8_t f = st.flag(s);
@@ -518,7 +518,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         Qg = Q.cwiseProduct(E);
       }
       LINSTATE_PHASE(exps);
-#if LINSTATE_GEMM_AVX2  // gemm.hpp: the products by hand on AVX2 (C += / = A·B, A through strides)
+#if LINSTATE_GEMM_KERNEL  // gemm.hpp: the products by hand on AVX2 / AVX-512 (C += / = A·B, A through strides)
       gemm::product<gemm::set>(m, V, K, Qg.data(), Qg.outerStride(), 1, Hm.data(), V, O.data(), O.outerStride());
 #else
       O.noalias() = Qg * Hm;
@@ -526,7 +526,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       LINSTATE_PHASE(gemm);
       if (any_w) {
         if (one_gemm) {
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
           sc.EinvT.leftCols(m) = Einv.transpose();
           // only A's lower triangle is kept (the causal mask below)
           gemm::product<gemm::set, gemm::c_lower>(m, m, K, Qg.data(), Qg.outerStride(), 1, sc.EinvT.data(),
@@ -540,7 +540,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         LINSTATE_PHASE(gemm);
         A.template triangularView<Eigen::StrictlyUpper>().setZero();
         LINSTATE_PHASE(other);
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
         gemm::product<gemm::add, gemm::a_lower>(m, V, m, A.data(), A.outerStride(), 1, Vc.data(), Vc.outerStride(), O.data(),
                                                 O.outerStride());  // A is lower triangular
 #else
@@ -556,7 +556,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         for (index_t i = 0; i < m; ++i)
           Kd.row(i) = Kc.row(i).cwiseProduct((sc.gamma - G.row(i)).array().exp().matrix());
       LINSTATE_PHASE(exps);
-#if LINSTATE_GEMM_AVX2  // H = diag(e^{γ}) H + Kdᵀ V: the decay in the product's store (gemm::scale_add)
+#if LINSTATE_GEMM_KERNEL  // H = diag(e^{γ}) H + Kdᵀ V: the decay in the product's store (gemm::scale_add)
       gemm::product<gemm::scale_add>(K, V, m, Kd.data(), 1, Kd.outerStride(), Vc.data(), Vc.outerStride(), Hm.data(), V,
                                      sc.egamma.data());
 #else
@@ -604,7 +604,7 @@ struct delta_scratch {
   void reserve(index_t C, index_t K, index_t V) {
     Q.resize(C, K), Kc.resize(C, K), Vc.resize(C, V), L.resize(C, C), A.resize(C, C), Gam.resize(C, C), RHS.resize(C, V + K);
     Vn.resize(C, V), O.resize(C, V), G.resize(static_cast<std::size_t>(C)), beta.resize(static_cast<std::size_t>(C));
-    if (LINSTATE_GEMM_AVX2) KcT.resize(K, C);
+    if (LINSTATE_GEMM_KERNEL) KcT.resize(K, C);
   }
 };
 
@@ -654,8 +654,8 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
   auto Kc = sc.Kc.topRows(m);
   auto O = sc.O.topRows(m);
   const float* G = sc.G.data();
-  // gemm.hpp's products on AVX2 (Eigen's elsewhere): C = / += / −= A·B, A through strides
-#if LINSTATE_GEMM_AVX2
+  // gemm.hpp's products on AVX2 / AVX-512 (Eigen's elsewhere): C = / += / −= A·B, A through strides
+#if LINSTATE_GEMM_KERNEL
   auto mul = [](auto md, index_t mm, index_t nn, index_t kk, const float* a, index_t rsa, index_t csa, const float* b,
                 index_t ldb, float* c, index_t ldc) {
     gemm::product<decltype(md)::value>(mm, nn, kk, a, rsa, csa, b, ldb, c, ldc);
@@ -665,7 +665,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
   using sub_t = std::integral_constant<int, gemm::sub>;
 #endif
   if (!any_w) {  // read only: o = (Q ⊙ e^{G}) S — no decay applies (g frozen), so G ≡ 0
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
     mul(set_t{}, m, V, K, Q.data(), Q.outerStride(), 1, Sm.data(), V, O.data(), O.outerStride());
 #else
     O.noalias() = Q * Sm;
@@ -677,7 +677,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     auto RHS = sc.RHS.topLeftCorner(m, V + K);
     auto Vn = sc.Vn.topRows(m);
     // L = I + strict_lower(diag(β) K Kᵀ ⊙ Γ)
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
     sc.KcT.leftCols(m) = Kc.transpose();
     // only L's strictly lower triangle is read (the mask below and the unit-lower solve)
     gemm::product<gemm::set, gemm::c_lower>(m, m, K, Kc.data(), Kc.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(),
@@ -704,14 +704,14 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     L.template triangularView<Eigen::UnitLower>().solveInPlace(RHS);
     LINSTATE_PHASE(solve);
     Vn.noalias() = RHS.leftCols(V);                  // U
-#if LINSTATE_GEMM_AVX2                               // V_new = U − W S
+#if LINSTATE_GEMM_KERNEL                               // V_new = U − W S
     mul(sub_t{}, m, V, K, RHS.data() + V, RHS.outerStride(), 1, Sm.data(), V, Vn.data(), Vn.outerStride());
 #else
     Vn.noalias() -= RHS.rightCols(K) * Sm;
 #endif
     LINSTATE_PHASE(gemm);
     if (any_r) {
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
       // A's lower triangle (its upper part is zeroed below)
       gemm::product<gemm::set, gemm::c_lower>(m, m, K, Q.data(), Q.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(),
                                               A.data(), A.outerStride());
@@ -725,7 +725,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
       }
       for (index_t i = 0; i < m; ++i) Q.row(i) *= std::exp(G[i]);
       LINSTATE_PHASE(exps);
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
       mul(set_t{}, m, V, K, Q.data(), Q.outerStride(), 1, Sm.data(), V, O.data(), O.outerStride());
       gemm::product<gemm::add, gemm::a_lower>(m, V, m, A.data(), A.outerStride(), 1, Vn.data(), Vn.outerStride(), O.data(),
                                               O.outerStride());  // A is lower triangular
@@ -739,7 +739,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     for (index_t i = 0; i < m; ++i) Kc.row(i) *= std::exp(glast - G[i]);
     Sm *= std::exp(glast);
     LINSTATE_PHASE(exps);
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
     mul(add_t{}, K, V, m, Kc.data(), 1, Kc.outerStride(), Vn.data(), Vn.outerStride(), Sm.data(), V);
 #else
     Sm.noalias() += Kc.transpose() * Vn;
