@@ -178,3 +178,26 @@ TEST_CASE("gemm::product scale_add: diag(s)·C + A·B, the bits of a scaling pas
         }
 }
 #endif
+
+TEST_CASE("gemm::transpose: dst = srcᵀ element for element (8×8 blocks and every edge), padding untouched") {
+  std::mt19937 rng(14);
+  std::normal_distribution<float> nd;
+  for (index_t m : {1, 7, 8, 9, 17, 64})
+    for (index_t n : {1, 5, 8, 15, 16, 24, 128}) {
+      CAPTURE(m);
+      CAPTURE(n);
+      const index_t lds = n + 3, ldd = m + 5;
+      std::vector<float> src(static_cast<std::size_t>(m * lds)), dst(static_cast<std::size_t>(n * ldd), -7.f);
+      for (float& x : src) x = nd(rng);
+      gm::transpose(m, n, src.data(), lds, dst.data(), ldd);
+      index_t wrong = 0, touched = 0;
+      for (index_t j = 0; j < n; ++j)
+        for (index_t i = 0; i < ldd; ++i) {
+          const float d = dst[static_cast<std::size_t>(j * ldd + i)];
+          if (i < m) wrong += d != src[static_cast<std::size_t>(i * lds + j)];
+          else touched += d != -7.f;
+        }
+      CHECK(wrong == 0);
+      CHECK(touched == 0);
+    }
+}

@@ -361,7 +361,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     //    element-wise: it cancels exactly in dg, see (e)); A (lower incl. diagonal) for (c) --
     if (both) {
 #if LINSTATE_GEMM_KERNEL
-      sc.VT.leftCols(m) = Vc.transpose();
+      gemm::transpose(m, V, Vc.data(), Vc.outerStride(), sc.VT.data(), sc.VT.outerStride());  // Vᵀ
       tri(set_t{}, c_lower{}, m, m, V, dO.data(), dO.outerStride(), 1, sc.VT.data(), sc.VT.outerStride(), dA.data(), dA.outerStride());
 #else
       dA.noalias() = dO * Vc.transpose();
@@ -384,7 +384,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
         const auto& Kl = decayed ? sc.Kinv : sc.Kt;  // the left/right key operand, [C,K]
         const auto& Ql = decayed ? sc.Qg : sc.Q;
 #if LINSTATE_GEMM_KERNEL
-        sc.KT.leftCols(m) = Kl.topRows(m).transpose();
+        gemm::transpose(m, K, Kl.data(), Kl.outerStride(), sc.KT.data(), sc.KT.outerStride());
         tri(set_t{}, c_lower{}, m, m, K, Ql.data(), Ql.outerStride(), 1, sc.KT.data(), sc.KT.outerStride(), A.data(), A.outerStride());
         tri(set_t{}, a_lower{}, m, K, m, dA.data(), dA.outerStride(), 1, Kl.data(), Kl.outerStride(), dQs.data(), dQs.outerStride());
         tri(set_t{}, a_upper{}, m, K, m, dA.data(), 1, dA.outerStride(), Ql.data(), Ql.outerStride(), dKs.data(), dKs.outerStride());
@@ -406,7 +406,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     }
     // -- (c) dV = Aᵀ dO + (K̃ ⊙ e^{γ−Γ}) D ;  (d) inter part of dK̃: e^{γ−Γ_j} ⊙ (D v_j) --
     if (any_w) {
-      sc.DT = Dm.transpose();
+      gemm::transpose(K, V, Dm.data(), Dm.outerStride(), sc.DT.data(), sc.DT.outerStride());  // Dᵀ [V,K]
 #if LINSTATE_GEMM_KERNEL
       mul(set_t{}, m, V, K, Kx.data(), Kx.outerStride(), 1, Dm.data(), V, dV.data(), dV.outerStride());
       if (any_r) tri(add_t{}, a_upper{}, m, V, m, A.data(), 1, A.outerStride(), dO.data(), dO.outerStride(), dV.data(), dV.outerStride());

@@ -239,6 +239,47 @@ inline void rows16(index_t m, index_t k, const float* a, index_t rsa, index_t cs
 #endif
 #endif
 
+#if LINSTATE_GEMM_KERNEL
+//! dst (8×8, row stride ldd) = srcᵀ (8×8, row stride lds): unpack, shuffle, then swap the 128-bit halves.
+inline void transpose8(const float* __restrict s, index_t lds, float* __restrict d, index_t ldd) {
+  const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds), r2 = _mm256_loadu_ps(s + 2 * lds),
+               r3 = _mm256_loadu_ps(s + 3 * lds), r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds),
+               r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+               t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+               t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
+               u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
+               u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
+               u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(d + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(d + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(d + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(d + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(d + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(d + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(d + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#endif
+
+//! dst (n×m, row stride ldd) = srcᵀ, src m×n (row stride lds): the kernels' operand transposes (a pure
+//! copy, so the same bits as Eigen's `= X.transpose()`, which on row-major operands took 3.0–9.8 µs for
+//! 64×128 against 1.1–1.4 µs in 8×8 blocks here: docs/benchmarks.md "Issue 13, session 10").
+inline void transpose(index_t m, index_t n, const float* __restrict src, index_t lds, float* __restrict dst, index_t ldd) {
+  index_t i = 0;
+#if LINSTATE_GEMM_KERNEL
+  for (; i + 8 <= m; i += 8) {
+    index_t j = 0;
+    for (; j + 8 <= n; j += 8) transpose8(src + i * lds + j, lds, dst + j * ldd + i, ldd);
+    for (; j < n; ++j)
+      for (index_t r = i; r < i + 8; ++r) dst[j * ldd + r] = src[r * lds + j];
+  }
+#endif
+  for (; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) dst[j * ldd + i] = src[i * lds + j];
+}
+
 //! C (m×n) = / += / −= A (m×k) · B (k×n), or = diag(row_scale)·C + A·B (scale_add, row_scale [m]); see
 //! the file comment for the layouts, and `shape` for what a triangular operand saves.
 template <int Mode, int Shape = full>

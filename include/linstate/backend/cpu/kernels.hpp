@@ -527,7 +527,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       if (any_w) {
         if (one_gemm) {
 #if LINSTATE_GEMM_KERNEL
-          sc.EinvT.leftCols(m) = Einv.transpose();
+          gemm::transpose(m, K, Einv.data(), Einv.outerStride(), sc.EinvT.data(), sc.EinvT.outerStride());
           // only A's lower triangle is kept (the causal mask below)
           gemm::product<gemm::set, gemm::c_lower>(m, m, K, Qg.data(), Qg.outerStride(), 1, sc.EinvT.data(),
                                                   sc.EinvT.outerStride(), A.data(), A.outerStride());
@@ -678,7 +678,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     auto Vn = sc.Vn.topRows(m);
     // L = I + strict_lower(diag(β) K Kᵀ ⊙ Γ)
 #if LINSTATE_GEMM_KERNEL
-    sc.KcT.leftCols(m) = Kc.transpose();
+    gemm::transpose(m, K, Kc.data(), Kc.outerStride(), sc.KcT.data(), sc.KcT.outerStride());
     // only L's strictly lower triangle is read (the mask below and the unit-lower solve)
     gemm::product<gemm::set, gemm::c_lower>(m, m, K, Kc.data(), Kc.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(),
                                             L.data(), L.outerStride());
