@@ -11,7 +11,8 @@
 // of one thread (<linstate/bench.hpp>'s 12 chains of packet multiply-adds, by thread CPU time).
 //
 //   bench/profile.sh BUILD_DIR            # builds and runs this and bench/gemm_shapes.cpp
-//   BUILD_DIR/phase_profile [--T=4096] [--H=8] [--threads=1,2] [--samples=5] [--min-time=0.5]
+//   BUILD_DIR/phase_profile [--T=4096] [--H=8] [--threads=1,2] [--samples=5] [--min-time=0.5] [--bf16|--bf16-only]
+//   (--bf16: also GLA with bf16 inputs, exact and with linstate::cpu::bf16_products; --bf16-only: those two)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -56,10 +57,10 @@ double gemm_flops_gdn(index_t m) {
 }
 double solve_flops(index_t m) { return 1.0 * m * m * (V + K); }
 
-template <class Spec>
-void profile(const char* name, index_t T, int threads, int samples, double min_time, double peak) {
-  lb::workload<Spec, float> w(lb::mode::prefill, lb::options{.B = 1, .T = T, .H = H, .K = K, .V = V});
-  const linstate::cpu be{.threads = threads};
+template <class Spec, class Scalar = float>
+void profile(const char* name, index_t T, int threads, int samples, double min_time, double peak, bool bf16_products = false) {
+  lb::workload<Spec, Scalar> w(lb::mode::prefill, lb::options{.B = 1, .T = T, .H = H, .K = K, .V = V});
+  const linstate::cpu be{.threads = threads, .bf16_products = bf16_products};
   w.prefill(be, linstate::chunked<C>{});
   std::vector<double> wall, cpu;
   std::vector<std::vector<double>> per(ph::count);
@@ -113,6 +114,7 @@ void profile(const char* name, index_t T, int threads, int samples, double min_t
 int main(int argc, char** argv) {
   index_t T = 4096;
   std::vector<int> threads = {1, 2};
+  bool bf16 = false, fp32 = true;
   int samples = 5;
   double min_time = 0.5;
   for (int i = 1; i < argc; ++i) {
@@ -121,8 +123,10 @@ int main(int argc, char** argv) {
     else if (!std::strncmp(argv[i], "--threads=", 10)) threads = ints(argv[i] + 10);
     else if (!std::strncmp(argv[i], "--samples=", 10)) samples = std::atoi(argv[i] + 10);
     else if (!std::strncmp(argv[i], "--min-time=", 11)) min_time = std::atof(argv[i] + 11);
+    else if (!std::strcmp(argv[i], "--bf16")) bf16 = true;
+    else if (!std::strcmp(argv[i], "--bf16-only")) bf16 = true, fp32 = false;
     else {
-      std::fprintf(stderr, "usage: phase_profile [--T=4096] [--H=8] [--threads=1,2] [--samples=5] [--min-time=0.5]\n");
+      std::fprintf(stderr, "usage: phase_profile [--T=4096] [--H=8] [--threads=1,2] [--samples=5] [--min-time=0.5] [--bf16|--bf16-only]\n");
       return 2;
     }
   }
@@ -131,8 +135,16 @@ int main(int argc, char** argv) {
               "thread CPU time, best of 7)\n",
               lb::detail::cpu_model().c_str(), peak / 1e9, static_cast<int>(Eigen::internal::packet_traits<float>::size));
   for (int t : threads) {
-    profile<gla>("GLA", T, t, samples, min_time, peak);
-    profile<gdn>("GDN (l2norm q, k; WY form)", T, t, samples, min_time, peak);
+    if (fp32) {
+      profile<gla>("GLA", T, t, samples, min_time, peak);
+      profile<gdn>("GDN (l2norm q, k; WY form)", T, t, samples, min_time, peak);
+    }
+    if (bf16) {  // bf16 inputs: the exact path (fp32 products), then cpu::bf16_products (vdpbf16ps where built in)
+      profile<gla, Eigen::bfloat16>("GLA, bf16 inputs", T, t, samples, min_time, peak);
+      profile<gla, Eigen::bfloat16>(linstate::cpu_bf16_dot ? "GLA, bf16 inputs, cpu::bf16_products (vdpbf16ps)"
+                                                           : "GLA, bf16 inputs, cpu::bf16_products (not built in: the exact path)",
+                                    T, t, samples, min_time, peak, true);
+    }
   }
   return 0;
 }

@@ -918,7 +918,8 @@ void cpu_call(workload<Spec, Scalar>& w, const cpu& be) {
 template <class Spec, mode M, class Scalar>
 result run_cpu_typed(const cpu& be_in, const options& o, const std::string& api, void (*call_fn)(workload<Spec, Scalar>&, const cpu&),
                      const std::string& algorithm, const char* strategy) {
-  const cpu be{.threads = o.threads > 0 ? o.threads : be_in.threads};
+  cpu be = be_in;
+  be.threads = o.threads > 0 ? o.threads : be_in.threads;
   workload<Spec, Scalar> w(M, o, api);
   result r = describe_run<Spec>(w.sizes, o, "cpu", algorithm, strategy);
   r.threads = cpu_thread_count(be.threads);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <linstate/linstate.hpp>
+#include <string>
 #include <type_traits>
 
 #include "random_inputs.hpp"
@@ -38,6 +39,8 @@ struct sse_n4w2r1 : gla {  // kw ≠ kr, no shared partition
 //! Probabilities rounded to the logits' type before selection (bit-parity with the authors' bf16 mask path).
 struct sse_round : sse_n4k1s { using router = rt::top_k<1, 1, rt::top_k_options{.round_to_input = true}>; };
 struct gdn : gla { using decay = dc::gated_delta_rule<true>; };
+struct retention : gla { using decay = dc::scalar; };  // one log-decay per head
+struct linear : gla { using decay = dc::none; };
 struct sse_gdn : sse_n4k1s { using decay = dc::gated_delta_rule<true>; };
 
 constexpr linstate::cpu be{.threads = 1};
@@ -246,6 +249,77 @@ TEST_CASE("bf16 router logits: round_to_input may change the selection; forward 
       CHECK(max_rel_err(r.final_state, ref.final_state) <= 1e-5);
     });
   });
+}
+
+// linstate::cpu::bf16_products (backend/tags.hpp): with bf16 inputs the chunked forward of the diagonal
+// family rounds its products' operands to bf16 and sums in fp32 (vdpbf16ps, backend/cpu/gemm_bf16.hpp)
+// where the build targets AVX-512 BF16. Not C10's "the fp32 run rounded once": SPEC §9.3's ratio against
+// the fp64 reference of the same inputs instead, for o and the final state; and where the path is built
+// in it must be taken (o differs from the exact path's), where it is not the flag changes no bit.
+template <class Spec, class Algorithm>
+void check_bf16_products(const sizes& dims, float gate_normalizer, int threads) {
+  INFO("K = ", dims.K, ", V = ", dims.V, ", T = ", dims.T, ", gate normalizer ", gate_normalizer, ", threads ", threads,
+       ", ", name_of(Algorithm{}));
+  config c = config_for<Spec>(dims);
+  c.initial_state = true;
+  c.gate_normalizer = gate_normalizer;
+  random_inputs d(c, 613);
+  d.round_to<Eigen::bfloat16>();
+  const cast_inputs<Eigen::bfloat16> low(d);
+  const auto ref = linstate::reference::forward<Spec>(low.view());
+  const auto exact = linstate::forward<Spec>(linstate::cpu{.threads = threads}, low.view(), Algorithm{});
+  const auto r = linstate::forward<Spec>(linstate::cpu{.threads = threads, .bf16_products = true}, low.view(), Algorithm{});
+  CHECK(all_finite(r.o));
+  CHECK(rms_ratio(r.o, ref.o) < ratio_tol);
+  CHECK(rms_ratio(r.final_state, ref.final_state) < ratio_tol);
+  const bool taken = linstate::cpu_bf16_dot && dims.K % 16 == 0 && dims.V % 16 == 0;
+  if (taken) {
+    // the operands' rounding shows in o (the exact path's o is the fp32 run's, rounded once) ...
+    CHECK(max_abs_diff(r.o, exact.o) > 0);
+    // ... and no more than bf16 operands explain: within 3 ulp-scale ratios of the exact path
+    CHECK(rms_ratio(r.o, exact.o) < 3 * 0x1p-8);
+  } else {
+    CHECK(max_abs_diff(r.o, exact.o) == 0);
+    CHECK(max_abs_diff(r.final_state, exact.final_state) == 0);
+  }
+}
+
+TEST_CASE("bf16 inputs with cpu::bf16_products: within SPEC §9.3 of the fp64 reference, and the path is taken where built in") {
+  using c64 = linstate::chunked<64>;
+  using c16 = linstate::chunked<16>;
+  // K, V multiples of 16 (the path); T = 149: a last chunk of odd length (21 rows at C = 64, 5 at C = 16)
+  SUBCASE("gla") {
+    check_bf16_products<gla, c64>({.B = 2, .T = 149, .H = 2, .HV = 2, .K = 32, .V = 48}, 16.f, 1);
+    check_bf16_products<gla, c16>({.B = 1, .T = 149, .H = 2, .HV = 2, .K = 16, .V = 32}, 16.f, 2);
+  }
+  SUBCASE("gla, strong decays (the sub-chunked scores)") {
+    check_bf16_products<gla, c64>({.B = 1, .T = 149, .H = 2, .HV = 2, .K = 32, .V = 32}, 0.1f, 1);
+  }
+  SUBCASE("per-head decay, no decay") {
+    check_bf16_products<retention, c64>({.B = 1, .T = 149, .H = 2, .HV = 2, .K = 32, .V = 32}, 1.f, 1);
+    check_bf16_products<linear, c64>({.B = 1, .T = 149, .H = 2, .HV = 2, .K = 32, .V = 32}, 16.f, 1);
+  }
+  SUBCASE("sse_n4k1s (routed streams, write and read weights)") {
+    check_bf16_products<sse_n4k1s, c64>({.B = 1, .T = 149, .H = 2, .HV = 2, .K = 32, .V = 32}, 16.f, 1);
+  }
+  SUBCASE("K or V not a multiple of 16: the exact path") {
+    check_bf16_products<gla, c64>({.B = 1, .T = 70, .H = 1, .HV = 1, .K = 24, .V = 32}, 16.f, 1);
+  }
+}
+
+TEST_CASE("linstate::cpu_bf16_dot says whether this build has the bf16 dot-product path") {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+  CHECK(linstate::cpu_bf16_dot);
+#else
+  CHECK_FALSE(linstate::cpu_bf16_dot);
+#endif
+#if defined(LINSTATE_TEST_NATIVE) && defined(__x86_64__) && defined(__GNUC__)
+  // built with -march=native (meson option native): the path is in where the CPU running the tests has
+  // AVX-512 BF16 (and BW), e.g. Intel Sapphire/Emerald Rapids, AMD Zen 4
+  const bool cpu_has = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+  MESSAGE("CPU has AVX-512 BF16: ", cpu_has, "; linstate::cpu_bf16_dot: ", linstate::cpu_bf16_dot);
+  CHECK(linstate::cpu_bf16_dot == cpu_has);
+#endif
 }
 
 }  // namespace bf16t

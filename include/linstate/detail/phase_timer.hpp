@@ -20,9 +20,11 @@ namespace linstate::detail::phase {
 //! The phases: input rows staged into the chunk buffers (loads, gate cumulative sums, l2 norms);
 //! exponentials and the elementwise products that apply them; the matrix products; the triangular
 //! solve of the WY form; the output rows added into the sequence's accumulator; the rest (masks,
-//! state row scaling).
-enum id : int { staging, exps, gemm, solve, store, other, count };
-inline constexpr const char* names[count] = {"staging", "exp + scaling", "GEMM", "triangular solve", "output rows", "other"};
+//! state row scaling); the conversions of the bf16-product path's operands to bf16 pair words
+//! (backend/cpu/gemm_bf16.hpp).
+enum id : int { staging, exps, gemm, solve, store, other, pack, count };
+inline constexpr const char* names[count] = {"staging", "exp + scaling", "GEMM", "triangular solve", "output rows", "other",
+                                             "bf16 packing"};
 
 inline std::atomic<std::int64_t> ns[count];  // zero-initialised (static storage)
 

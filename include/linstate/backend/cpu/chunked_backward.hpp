@@ -182,8 +182,8 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
   // the chunk-boundary states are kept transposed, H_nᵀ [V,K]: every product that reads or writes them
   // then takes row-major operands as they are (gemm.hpp's C = A·B with B row-major)
   auto stateT = [&](index_t n) { return Eigen::Map<RowMat>(sc.states.data() + n * KV, V, K); };
-  // gemm.hpp's products on AVX2 (Eigen's elsewhere): C (mm×nn) = / += A·B, A through strides, B row-major
-#if LINSTATE_GEMM_AVX2
+  // gemm.hpp's products on AVX2 / AVX-512 (Eigen's elsewhere): C (mm×nn) = / += A·B, A through strides, B row-major
+#if LINSTATE_GEMM_KERNEL
   auto mul = [](auto md, index_t mm, index_t nn, index_t kk, const float* a, index_t rsa, index_t csa, const float* b,
                 index_t ldb, float* c, index_t ldc) {
     gemm::product<decltype(md)::value>(mm, nn, kk, a, rsa, csa, b, ldb, c, ldc);
@@ -292,7 +292,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     }
     // H_{n+1}ᵀ += Vᵀ (K̃ ⊙ e^{γ−Γ})  (K̃ without decay)
     const auto& Kx = decays ? sc.Kd : sc.Kt;
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
     mul(add_t{}, V, K, m, Vc.data(), 1, Vc.outerStride(), Kx.data(), Kx.outerStride(), Hn1.data(), K);
 #else
     Hn1.noalias() += Vc.transpose() * Kx.topRows(m);
@@ -348,7 +348,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
 
     // -- (d) inter part of dQ̃: e^{Γ_t} ⊙ (H dO_t) --
     if (any_r) {
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
       mul(set_t{}, m, K, V, dO.data(), dO.outerStride(), 1, HnT.data(), K, dQi.data(), dQi.outerStride());
 #else
       dQi.noalias() = dO * HnT;
@@ -360,8 +360,8 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     // -- (b) dA; (d) intra parts of dQ̃, dK̃ with dA strictly lower (the diagonal dA_tt is added
     //    element-wise: it cancels exactly in dg, see (e)); A (lower incl. diagonal) for (c) --
     if (both) {
-#if LINSTATE_GEMM_AVX2
-      sc.VT.leftCols(m) = Vc.transpose();
+#if LINSTATE_GEMM_KERNEL
+      gemm::transpose(m, V, Vc.data(), Vc.outerStride(), sc.VT.data(), sc.VT.outerStride());  // Vᵀ
       tri(set_t{}, c_lower{}, m, m, V, dO.data(), dO.outerStride(), 1, sc.VT.data(), sc.VT.outerStride(), dA.data(), dA.outerStride());
 #else
       dA.noalias() = dO * Vc.transpose();
@@ -383,8 +383,8 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
         }
         const auto& Kl = decayed ? sc.Kinv : sc.Kt;  // the left/right key operand, [C,K]
         const auto& Ql = decayed ? sc.Qg : sc.Q;
-#if LINSTATE_GEMM_AVX2
-        sc.KT.leftCols(m) = Kl.topRows(m).transpose();
+#if LINSTATE_GEMM_KERNEL
+        gemm::transpose(m, K, Kl.data(), Kl.outerStride(), sc.KT.data(), sc.KT.outerStride());
         tri(set_t{}, c_lower{}, m, m, K, Ql.data(), Ql.outerStride(), 1, sc.KT.data(), sc.KT.outerStride(), A.data(), A.outerStride());
         tri(set_t{}, a_lower{}, m, K, m, dA.data(), dA.outerStride(), 1, Kl.data(), Kl.outerStride(), dQs.data(), dQs.outerStride());
         tri(set_t{}, a_upper{}, m, K, m, dA.data(), 1, dA.outerStride(), Ql.data(), Ql.outerStride(), dKs.data(), dKs.outerStride());
@@ -406,8 +406,8 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     }
     // -- (c) dV = Aᵀ dO + (K̃ ⊙ e^{γ−Γ}) D ;  (d) inter part of dK̃: e^{γ−Γ_j} ⊙ (D v_j) --
     if (any_w) {
-      sc.DT = Dm.transpose();
-#if LINSTATE_GEMM_AVX2
+      gemm::transpose(K, V, Dm.data(), Dm.outerStride(), sc.DT.data(), sc.DT.outerStride());  // Dᵀ [V,K]
+#if LINSTATE_GEMM_KERNEL
       mul(set_t{}, m, V, K, Kx.data(), Kx.outerStride(), 1, Dm.data(), V, dV.data(), dV.outerStride());
       if (any_r) tri(add_t{}, a_upper{}, m, V, m, A.data(), 1, A.outerStride(), dO.data(), dO.outerStride(), dV.data(), dV.outerStride());
       mul(set_t{}, m, K, V, Vc.data(), Vc.outerStride(), 1, sc.DT.data(), K, dKi.data(), dKi.outerStride());
@@ -487,7 +487,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     }
     LINSTATE_PHASE(other);
     if (any_r) {
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
       mul(add_t{}, K, V, m, Qx.data(), 1, Qx.outerStride(), dO.data(), dO.outerStride(), Dm.data(), V);
 #else
       Dm.noalias() += Qx.transpose() * dO;

@@ -235,7 +235,12 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     if constexpr (generic) gsc.reserve(K, V, pb.gate_width());
     else if (chunk == 0) rsc.reserve(K, V), rsc.blocked = resident;
     else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
-    else csc.reserve(chunk, K, V);
+    else {
+      csc.reserve(chunk, K, V);
+      // the bf16-product path (tags.hpp linstate::cpu::bf16_products; kernels.hpp chunk_step)
+      csc.bf16_products = cpu_bf16_dot && be.bf16_products && std::is_same_v<Scalar, Eigen::bfloat16>;
+      if (csc.bf16_products) csc.reserve_bf16(chunk, K, V);
+    }
     acc_buffer o_acc;
     if (!lockstep && !lockstep_multi) acc_buffer::reserve(static_cast<std::size_t>(longest * V));
     if (lockstep_multi) {

@@ -1,15 +1,19 @@
-// linstate/backend/cpu/gemm.hpp — the chunked kernels' small matrix products on AVX2 + FMA CPUs.
+// linstate/backend/cpu/gemm.hpp — the chunked kernels' small matrix products on AVX2 + FMA and AVX-512 CPUs.
 //
 // C (m×n, row-major, row stride ldc) = A·B, += A·B or −= A·B, where A (m×k) is read through strides
 // (element (i, p) at a[i·rsa + p·csa], so Aᵀ of a row-major matrix costs nothing) and B (k×n) is
-// row-major (row stride ldb). fp32 multiply-adds throughout (no lower precision anywhere).
+// row-major (row stride ldb). fp32 multiply-adds throughout (no lower precision anywhere). Every element
+// of C is one chain of fused multiply-adds over p = 0 … k−1 in order, whatever the tile and the vector
+// width: the AVX2 and the AVX-512 builds give the same bits.
 //
 // Why: at the chunk's shapes (64×128 by 128×128, 64×64 by 64×128, …) Eigen 3.4's product reaches
-// ~37 % of the FMA peak on an AVX2 Zen 3 core (docs/benchmarks.md, "Issue 13", this session), where the
-// products are ~60 % of the chunked forward. The register tile here is 6 rows × 16 columns (12 ymm
+// ~37 % of the FMA peak on an AVX2 Zen 3 core (docs/benchmarks.md, "Issue 13", session 7), where the
+// products are ~60 % of the chunked forward. The AVX2 register tile is 6 rows × 16 columns (12 ymm
 // accumulators, two B loads and six broadcasts per step of k), no packing: the operands of a chunk
-// are in L1/L2 already. Used only where the compiler targets AVX2 + FMA without AVX-512 (elsewhere
-// Eigen's own AVX-512 kernels were measured at 57–67 % of the peak, and the kernels keep Eigen).
+// are in L1/L2 already. With AVX-512 (session 10, Intel Xeon model 207) Eigen's products ran at
+// ~60 % of the peak; the tile there is 8 rows × 32 columns (16 zmm accumulators), then 16 columns,
+// and the AVX2 tile for a remainder of 8. LINSTATE_NO_GEMM_KERNEL turns the kernels off (Eigen's
+// products, and the plain loop below).
 #pragma once
 
 #include <cstddef>
@@ -17,11 +21,16 @@
 
 #include "../../concepts.hpp"
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__) && !defined(LINSTATE_NO_GEMM_KERNEL)
-#define LINSTATE_GEMM_AVX2 1
+#if defined(__AVX2__) && defined(__FMA__) && !defined(LINSTATE_NO_GEMM_KERNEL)
+#define LINSTATE_GEMM_KERNEL 1
 #include <immintrin.h>
 #else
-#define LINSTATE_GEMM_AVX2 0
+#define LINSTATE_GEMM_KERNEL 0
+#endif
+#if LINSTATE_GEMM_KERNEL && defined(__AVX512F__)
+#define LINSTATE_GEMM_AVX512 1
+#else
+#define LINSTATE_GEMM_AVX512 0
 #endif
 
 namespace linstate::cpu_detail::gemm {
@@ -51,7 +60,7 @@ inline void keep_rounded(T& x) {
 #endif
 }
 
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
 //! Stores one accumulator into C by the mode.
 template <int Mode>
 inline void put(float* cp, __m256 acc, __m256 s) {
@@ -135,7 +144,141 @@ inline void rows(index_t m, index_t k, const float* a, index_t rsa, index_t csa,
     default: break;
   }
 }
+
+#if LINSTATE_GEMM_AVX512
+//! Stores one zmm accumulator into C by the mode.
+template <int Mode>
+inline void put16(float* cp, __m512 acc, __m512 s) {
+  if constexpr (Mode == set) _mm512_storeu_ps(cp, acc);
+  else if constexpr (Mode == add) _mm512_storeu_ps(cp, _mm512_add_ps(_mm512_loadu_ps(cp), acc));
+  else if constexpr (Mode == scale_add) {
+    __m512 x = _mm512_mul_ps(_mm512_loadu_ps(cp), s);
+    keep_rounded(x);
+    _mm512_storeu_ps(cp, _mm512_add_ps(x, acc));
+  }
+  else _mm512_storeu_ps(cp, _mm512_sub_ps(_mm512_loadu_ps(cp), acc));
+}
+
+//! MR (≤ 8) rows × (NV·16, NV ≤ 2) columns of C, full depth k, zmm accumulators (named, as above).
+template <int Mode, int MR, int NV>
+inline void tile16(index_t k, const float* __restrict a, index_t rsa, index_t csa, const float* __restrict b, index_t ldb,
+                   float* __restrict c, index_t ldc, const float* __restrict rs) {
+  static_assert(MR >= 1 && MR <= 8 && (NV == 1 || NV == 2));
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+  const float* a0 = a;
+  const float* a1 = a + rsa;
+  const float* a2 = a + 2 * rsa;
+  const float* a3 = a + 3 * rsa;
+  const float* a4 = a + 4 * rsa;
+  const float* a5 = a + 5 * rsa;
+  const float* a6 = a + 6 * rsa;
+  const float* a7 = a + 7 * rsa;
+  for (index_t p = 0; p < k; ++p) {
+    const float* bp = b + p * ldb;
+    const index_t o = p * csa;
+    const __m512 b0 = _mm512_loadu_ps(bp);
+    const __m512 b1 = NV == 2 ? _mm512_loadu_ps(bp + 16) : b0;
+#define LINSTATE_GEMM_ROW16(r)                                        \
+  if constexpr (MR > r) {                                             \
+    const __m512 ar = _mm512_set1_ps(a##r[o]);                        \
+    c##r##0 = _mm512_fmadd_ps(ar, b0, c##r##0);                       \
+    if constexpr (NV == 2) c##r##1 = _mm512_fmadd_ps(ar, b1, c##r##1); \
+  }
+    LINSTATE_GEMM_ROW16(0)
+    LINSTATE_GEMM_ROW16(1)
+    LINSTATE_GEMM_ROW16(2)
+    LINSTATE_GEMM_ROW16(3)
+    LINSTATE_GEMM_ROW16(4)
+    LINSTATE_GEMM_ROW16(5)
+    LINSTATE_GEMM_ROW16(6)
+    LINSTATE_GEMM_ROW16(7)
+#undef LINSTATE_GEMM_ROW16
+  }
+#define LINSTATE_GEMM_PUT16(r)                                          \
+  if constexpr (MR > r) {                                               \
+    const __m512 sr = Mode == scale_add ? _mm512_set1_ps(rs[r]) : c00;  \
+    put16<Mode>(c + r * ldc, c##r##0, sr);                              \
+    if constexpr (NV == 2) put16<Mode>(c + r * ldc + 16, c##r##1, sr);  \
+  }
+  LINSTATE_GEMM_PUT16(0)
+  LINSTATE_GEMM_PUT16(1)
+  LINSTATE_GEMM_PUT16(2)
+  LINSTATE_GEMM_PUT16(3)
+  LINSTATE_GEMM_PUT16(4)
+  LINSTATE_GEMM_PUT16(5)
+  LINSTATE_GEMM_PUT16(6)
+  LINSTATE_GEMM_PUT16(7)
+#undef LINSTATE_GEMM_PUT16
+}
+
+//! Rows [i0, m) of C for one panel of NV·16 columns, in tiles of 8 rows (the last one shorter); depths
+//! as rows() above.
+template <int Mode, int NV, int Shape>
+inline void rows16(index_t m, index_t k, const float* a, index_t rsa, index_t csa, const float* b, index_t ldb, float* c,
+                   index_t ldc, index_t i0, const float* rs) {
+  auto run = [&]<int MR>(std::integral_constant<int, MR>, index_t i) {
+    index_t k0 = 0, k1 = k;
+    if constexpr (Shape == a_lower) k1 = i + MR < k ? i + MR : k;
+    if constexpr (Shape == a_upper) k0 = i < k ? i : k;
+    tile16<Mode, MR, NV>(k1 - k0, a + i * rsa + k0 * csa, rsa, csa, b + k0 * ldb, ldb, c + i * ldc, ldc, rs + i);
+  };
+  index_t i = i0;
+  for (; i + 8 <= m; i += 8) run(std::integral_constant<int, 8>{}, i);
+  switch (m - i) {
+    case 7: run(std::integral_constant<int, 7>{}, i); break;
+    case 6: run(std::integral_constant<int, 6>{}, i); break;
+    case 5: run(std::integral_constant<int, 5>{}, i); break;
+    case 4: run(std::integral_constant<int, 4>{}, i); break;
+    case 3: run(std::integral_constant<int, 3>{}, i); break;
+    case 2: run(std::integral_constant<int, 2>{}, i); break;
+    case 1: run(std::integral_constant<int, 1>{}, i); break;
+    default: break;
+  }
+}
 #endif
+#endif
+
+#if LINSTATE_GEMM_KERNEL
+//! dst (8×8, row stride ldd) = srcᵀ (8×8, row stride lds): unpack, shuffle, then swap the 128-bit halves.
+inline void transpose8(const float* __restrict s, index_t lds, float* __restrict d, index_t ldd) {
+  const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds), r2 = _mm256_loadu_ps(s + 2 * lds),
+               r3 = _mm256_loadu_ps(s + 3 * lds), r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds),
+               r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+               t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+               t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
+               u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
+               u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
+               u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(d + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(d + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(d + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(d + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(d + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(d + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(d + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#endif
+
+//! dst (n×m, row stride ldd) = srcᵀ, src m×n (row stride lds): the kernels' operand transposes (a pure
+//! copy, so the same bits as Eigen's `= X.transpose()`, which on row-major operands took 3.0–9.8 µs for
+//! 64×128 against 1.1–1.4 µs in 8×8 blocks here: docs/benchmarks.md "Issue 13, session 10").
+inline void transpose(index_t m, index_t n, const float* __restrict src, index_t lds, float* __restrict dst, index_t ldd) {
+  index_t i = 0;
+#if LINSTATE_GEMM_KERNEL
+  for (; i + 8 <= m; i += 8) {
+    index_t j = 0;
+    for (; j + 8 <= n; j += 8) transpose8(src + i * lds + j, lds, dst + j * ldd + i, ldd);
+    for (; j < n; ++j)
+      for (index_t r = i; r < i + 8; ++r) dst[j * ldd + r] = src[r * lds + j];
+  }
+#endif
+  for (; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) dst[j * ldd + i] = src[i * lds + j];
+}
 
 //! C (m×n) = / += / −= A (m×k) · B (k×n), or = diag(row_scale)·C + A·B (scale_add, row_scale [m]); see
 //! the file comment for the layouts, and `shape` for what a triangular operand saves.
@@ -146,7 +289,13 @@ inline void product(index_t m, index_t n, index_t k, const float* a, index_t rsa
   const float* rs = row_scale;
   if constexpr (Mode != scale_add) rs = b;  // unread (an address that rows() may offset harmlessly)
   index_t j = 0;
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_AVX512
+  // c_lower: a panel of columns [j, j+w) starts at the first tile of 8 rows that reaches row j
+  auto first8 = [](index_t jj) { return Shape == c_lower ? jj / 8 * 8 : index_t{0}; };
+  for (; j + 32 <= n; j += 32) rows16<Mode, 2, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first8(j), rs);
+  for (; j + 16 <= n; j += 16) rows16<Mode, 1, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first8(j), rs);
+#endif
+#if LINSTATE_GEMM_KERNEL
   // c_lower: a panel of columns [j, j+w) starts at the first tile of 6 rows that reaches row j
   auto first = [](index_t jj) { return Shape == c_lower ? jj / 6 * 6 : index_t{0}; };
   for (; j + 16 <= n; j += 16) rows<Mode, 2, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first(j), rs);

@@ -8,6 +8,9 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -20,6 +23,7 @@
 #include "../../detail/problem.hpp"
 #include "../../detail/router.hpp"
 #include "gemm.hpp"
+#include "gemm_bf16.hpp"
 
 namespace linstate::cpu_detail {
 
@@ -67,11 +71,23 @@ struct target {
   index_t tok0 = 0;        // first flat token of the sequence
 };
 
-//! dst[0:n] = float(src[0:n]) · mul (vectorised conversion for bf16/fp16 through Eigen's packet casts)
+//! dst[0:n] = float(src[0:n]) · mul (vectorised conversion for bf16/fp16 through Eigen's packet casts;
+//! bf16 on AVX-512 by hand: a bf16 is the top half of its fp32, so the conversion is a zero-extension and
+//! a shift, exact, and the product the same one rounding as Eigen's)
 template <class Scalar>
 inline void load(const Scalar* __restrict src, float* __restrict dst, index_t n, float mul = 1.f) {
   if constexpr (std::is_same_v<Scalar, float>) {
     for (index_t i = 0; i < n; ++i) dst[i] = src[i] * mul;
+#if defined(__AVX512F__)
+  } else if constexpr (std::is_same_v<Scalar, Eigen::bfloat16>) {
+    const __m512 m = _mm512_set1_ps(mul);
+    index_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+      _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)), m));
+    }
+    for (; i < n; ++i) dst[i] = static_cast<float>(src[i]) * mul;
+#endif
   } else {
     Eigen::Map<Eigen::ArrayXf>(dst, n) = Eigen::Map<const Eigen::Array<Scalar, Eigen::Dynamic, 1>>(src, n).template cast<float>() * mul;
   }
@@ -85,7 +101,7 @@ inline void l2normalize(float* x, index_t n) {
   for (index_t i = 0; i < n; ++i) x[i] *= r;
 }
 
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
 //! One written and read step of the diagonal recurrence over the whole state, by column blocks of 64:
 //! h[a, j] = g[a]·h[a, j] + k[a]·v[j] ;  o[j] += q[a]·h[a, j], with the block's o in registers (the
 //! row-by-row loop loads and stores o for every row: 2 stores per 8 elements instead of 1). The same
@@ -213,7 +229,7 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
         const float e = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
         std::fill(g, g + K, e);
       }
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
       if constexpr (!decay_none<D>) {
         if (r && sc.blocked && V % 64 == 0) {
           diagonal_step_blocked(hs, g, k, q, v, o, K, V);
@@ -252,11 +268,21 @@ struct chunk_scratch {
   RowMat Q, Kc, G, Vc, E, Einv, A, O, Kd, EinvT;
   RowVec gamma, egamma;
   std::vector<double> gsum;  // [K] the running sum Γ of the current chunk, in fp64 (see chunk_log_decays)
+  //! The bf16-product path (linstate::cpu::bf16_products, bf16 inputs, AVX-512 BF16 builds): set by the
+  //! driver for each call; its operands as bf16 pair words (gemm_bf16.hpp), sized by reserve_bf16.
+  bool bf16_products = false;
+  std::vector<std::uint32_t> wQ, wK, wKT, wA, wV, wKd, wH;
   void reserve(index_t C, index_t K, index_t V) {
     Q.resize(C, K), Kc.resize(C, K), G.resize(C, K), Vc.resize(C, V), E.resize(C, K), Einv.resize(C, K);
     A.resize(C, C), O.resize(C, V), Kd.resize(C, K), gamma.resize(K), egamma.resize(K);
-    if (LINSTATE_GEMM_AVX2) EinvT.resize(K, C);
+    if (LINSTATE_GEMM_KERNEL) EinvT.resize(K, C);
     gsum.resize(static_cast<std::size_t>(K));
+  }
+  void reserve_bf16(index_t C, index_t K, index_t V) {
+    const auto np = static_cast<std::size_t>((C + 1) / 2), c = static_cast<std::size_t>(C);
+    const auto k = static_cast<std::size_t>(K), v = static_cast<std::size_t>(V);
+    wQ.resize(c * k / 2), wK.resize(c * k / 2), wKT.resize(k / 2 * c), wA.resize(c * np);  // [C,K/2] ×2, [K/2,C], [C,⌈C/2⌉]
+    wV.resize(np * v), wKd.resize(np * k), wH.resize(k / 2 * v);                             // [⌈C/2⌉,V], [⌈C/2⌉,K], [K/2,V]
   }
 };
 
@@ -343,10 +369,10 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
   LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
   const index_t m = std::min(C, st.n - c0);
   bool any_w = false, any_r = false;
-  // fused_exps: e^{±Γ} formed row by row inside the staging loop (the AVX2 build, K a multiple of
+  // fused_exps: e^{±Γ} formed row by row inside the staging loop (the gemm.hpp kernel builds, K a multiple of
   // Eigen's packet so that every row starts aligned, as the whole-matrix evaluation's packets did)
   constexpr index_t packet = Eigen::internal::packet_traits<float>::size;
-  [[maybe_unused]] const bool fused_exps = !decay_none<D> && LINSTATE_GEMM_AVX2 && K % packet == 0;
+  [[maybe_unused]] const bool fused_exps = !decay_none<D> && LINSTATE_GEMM_KERNEL && K % packet == 0;
   for (index_t i = 0; i < m; ++i) {
     const index_t s = c0 + i, t = st.tok(s);
     const std::uint8_t f = st.flag(s);
@@ -395,6 +421,76 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
   auto Vc = sc.Vc.topRows(m);
   auto A = sc.A.topLeftCorner(m, m);
   auto O = sc.O.topRows(m);
+#if LINSTATE_CPU_BF16_DOT
+  // bf16 inputs with linstate::cpu::bf16_products: the same chunk formulas with every product's operands
+  // rounded to bf16 and the sums in fp32 (vdpbf16ps, gemm_bf16.hpp), as fla's kernels round theirs
+  // (SPEC §1.3): Q ⊙ e^{Γ}, the entering state H as read, K ⊙ e^{−Γ}, the masked scores A, K ⊙ e^{γ−Γ};
+  // V is a bf16 input already. The state itself stays fp32 (H = diag(e^{γ}) H + Kdᵀ V accumulates in
+  // fp32). Within SPEC §9.3's ratio of the fp64 reference, not C10's "the fp32 run's o rounded once".
+  if constexpr (std::is_same_v<Scalar, Eigen::bfloat16>) {
+    if (sc.bf16_products && K % 16 == 0 && V % 16 == 0) {
+      namespace bd = bf16dot;
+      const index_t Kw = K / 2, np = (m + 1) / 2, ldc = sc.A.outerStride();
+      const float* Qg = sc.Q.data();     // [m,K] Q ⊙ e^{Γ}
+      const float* Kinv = sc.Kc.data();  // [m,K] K ⊙ e^{−Γ}
+      bool one_gemm = true;
+      if constexpr (!decay_none<D>) {
+        auto G = sc.G.topRows(m);
+        sc.gamma = G.row(m - 1);
+        one_gemm = (any_w ? -sc.gamma.minCoeff() : 0.f) <= single_gemm_span;
+        sc.egamma = sc.gamma.array().exp();
+        if (any_w && one_gemm) sc.Einv.topRows(m).array() = Kc.array() * (-G.array()).exp();
+        if (any_r) sc.Kd.topRows(m) = Q.cwiseProduct(G.array().exp().matrix());
+        Qg = sc.Kd.data(), Kinv = sc.Einv.data();
+      }
+      LINSTATE_PHASE(exps);
+      if (any_r) {  // O = (Q ⊙ e^{Γ}) H
+        bd::pack_row_pairs(tg.state, V, K, V, sc.wH.data(), V);  // [K/2, V]
+        bd::pack_rows(Qg, K, m, K, sc.wQ.data(), Kw);            // [m, K/2]
+        LINSTATE_PHASE(pack);
+        bd::product<gemm::set>(m, V, Kw, sc.wQ.data(), Kw, 1, sc.wH.data(), V, O.data(), O.outerStride());
+        LINSTATE_PHASE(gemm);
+      }
+      if (any_w) {
+        bd::pack_row_pairs(Vc.data(), V, m, V, sc.wV.data(), V);  // [⌈m/2⌉, V]
+        LINSTATE_PHASE(pack);
+        if (any_r) {  // O += tril(A) V, A_tj = (Q ⊙ e^{Γ})_t · (K ⊙ e^{−Γ})_j
+          if (one_gemm) {
+            bd::pack_rows(Kinv, K, m, K, sc.wK.data(), Kw);                   // [m, K/2]
+            bd::transpose_words(sc.wK.data(), Kw, m, Kw, m, sc.wKT.data(), m);  // [K/2, m]
+            LINSTATE_PHASE(pack);
+            bd::product<gemm::set, gemm::c_lower>(m, m, Kw, sc.wQ.data(), Kw, 1, sc.wKT.data(), m, A.data(), ldc);
+          } else {
+            intra_subchunked(Q, Kc, sc.G.topRows(m), A, m);
+          }
+          LINSTATE_PHASE(gemm);
+          bd::pack_lower(A.data(), ldc, m, sc.wA.data(), np);  // [m, ⌈m/2⌉], zero above the diagonal
+          LINSTATE_PHASE(pack);
+          bd::product<gemm::add, gemm::a_lower>(m, V, np, sc.wA.data(), np, 1, sc.wV.data(), V, O.data(), O.outerStride());
+          LINSTATE_PHASE(gemm);
+        }
+        const float* Kd = sc.Kc.data();  // [m,K] K ⊙ e^{γ − Γ} (no decay: K)
+        if constexpr (!decay_none<D>) {
+          auto Kdm = sc.Kd.topRows(m);
+          if (one_gemm) Kdm = sc.Einv.topRows(m) * sc.egamma.asDiagonal();
+          else
+            for (index_t i = 0; i < m; ++i)
+              Kdm.row(i) = Kc.row(i).cwiseProduct((sc.gamma - sc.G.row(i)).array().exp().matrix());
+          Kd = sc.Kd.data();
+        }
+        LINSTATE_PHASE(exps);
+        bd::pack_row_pairs(Kd, K, m, K, sc.wKd.data(), K);  // [⌈m/2⌉, K]: Kdᵀ's pair words, (a, p) at p·K + a
+        LINSTATE_PHASE(pack);
+        if constexpr (decay_none<D>)  // H += Kᵀ V
+          bd::product<gemm::add>(K, V, np, sc.wKd.data(), 1, K, sc.wV.data(), V, tg.state, V);
+        else  // H = diag(e^{γ}) H + Kdᵀ V
+          bd::product<gemm::scale_add>(K, V, np, sc.wKd.data(), 1, K, sc.wV.data(), V, tg.state, V, sc.egamma.data());
+        LINSTATE_PHASE(gemm);
+      }
+      return any_r;
+    }
+  }
+#endif
   if constexpr (decay_none<D>) {
     if (any_r) {
       O.noalias() = Q * Hm;
@@ -422,7 +518,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         Qg = Q.cwiseProduct(E);
       }
       LINSTATE_PHASE(exps);
-#if LINSTATE_GEMM_AVX2  // gemm.hpp: the products by hand on AVX2 (C += / = A·B, A through strides)
+#if LINSTATE_GEMM_KERNEL  // gemm.hpp: the products by hand on AVX2 / AVX-512 (C += / = A·B, A through strides)
       gemm::product<gemm::set>(m, V, K, Qg.data(), Qg.outerStride(), 1, Hm.data(), V, O.data(), O.outerStride());
 #else
       O.noalias() = Qg * Hm;
@@ -430,8 +526,8 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       LINSTATE_PHASE(gemm);
       if (any_w) {
         if (one_gemm) {
-#if LINSTATE_GEMM_AVX2
-          sc.EinvT.leftCols(m) = Einv.transpose();
+#if LINSTATE_GEMM_KERNEL
+          gemm::transpose(m, K, Einv.data(), Einv.outerStride(), sc.EinvT.data(), sc.EinvT.outerStride());
           // only A's lower triangle is kept (the causal mask below)
           gemm::product<gemm::set, gemm::c_lower>(m, m, K, Qg.data(), Qg.outerStride(), 1, sc.EinvT.data(),
                                                   sc.EinvT.outerStride(), A.data(), A.outerStride());
@@ -444,7 +540,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         LINSTATE_PHASE(gemm);
         A.template triangularView<Eigen::StrictlyUpper>().setZero();
         LINSTATE_PHASE(other);
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
         gemm::product<gemm::add, gemm::a_lower>(m, V, m, A.data(), A.outerStride(), 1, Vc.data(), Vc.outerStride(), O.data(),
                                                 O.outerStride());  // A is lower triangular
 #else
@@ -460,7 +556,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         for (index_t i = 0; i < m; ++i)
           Kd.row(i) = Kc.row(i).cwiseProduct((sc.gamma - G.row(i)).array().exp().matrix());
       LINSTATE_PHASE(exps);
-#if LINSTATE_GEMM_AVX2  // H = diag(e^{γ}) H + Kdᵀ V: the decay in the product's store (gemm::scale_add)
+#if LINSTATE_GEMM_KERNEL  // H = diag(e^{γ}) H + Kdᵀ V: the decay in the product's store (gemm::scale_add)
       gemm::product<gemm::scale_add>(K, V, m, Kd.data(), 1, Kd.outerStride(), Vc.data(), Vc.outerStride(), Hm.data(), V,
                                      sc.egamma.data());
 #else
@@ -508,7 +604,7 @@ struct delta_scratch {
   void reserve(index_t C, index_t K, index_t V) {
     Q.resize(C, K), Kc.resize(C, K), Vc.resize(C, V), L.resize(C, C), A.resize(C, C), Gam.resize(C, C), RHS.resize(C, V + K);
     Vn.resize(C, V), O.resize(C, V), G.resize(static_cast<std::size_t>(C)), beta.resize(static_cast<std::size_t>(C));
-    if (LINSTATE_GEMM_AVX2) KcT.resize(K, C);
+    if (LINSTATE_GEMM_KERNEL) KcT.resize(K, C);
   }
 };
 
@@ -558,8 +654,8 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
   auto Kc = sc.Kc.topRows(m);
   auto O = sc.O.topRows(m);
   const float* G = sc.G.data();
-  // gemm.hpp's products on AVX2 (Eigen's elsewhere): C = / += / −= A·B, A through strides
-#if LINSTATE_GEMM_AVX2
+  // gemm.hpp's products on AVX2 / AVX-512 (Eigen's elsewhere): C = / += / −= A·B, A through strides
+#if LINSTATE_GEMM_KERNEL
   auto mul = [](auto md, index_t mm, index_t nn, index_t kk, const float* a, index_t rsa, index_t csa, const float* b,
                 index_t ldb, float* c, index_t ldc) {
     gemm::product<decltype(md)::value>(mm, nn, kk, a, rsa, csa, b, ldb, c, ldc);
@@ -569,7 +665,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
   using sub_t = std::integral_constant<int, gemm::sub>;
 #endif
   if (!any_w) {  // read only: o = (Q ⊙ e^{G}) S — no decay applies (g frozen), so G ≡ 0
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
     mul(set_t{}, m, V, K, Q.data(), Q.outerStride(), 1, Sm.data(), V, O.data(), O.outerStride());
 #else
     O.noalias() = Q * Sm;
@@ -581,8 +677,8 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     auto RHS = sc.RHS.topLeftCorner(m, V + K);
     auto Vn = sc.Vn.topRows(m);
     // L = I + strict_lower(diag(β) K Kᵀ ⊙ Γ)
-#if LINSTATE_GEMM_AVX2
-    sc.KcT.leftCols(m) = Kc.transpose();
+#if LINSTATE_GEMM_KERNEL
+    gemm::transpose(m, K, Kc.data(), Kc.outerStride(), sc.KcT.data(), sc.KcT.outerStride());
     // only L's strictly lower triangle is read (the mask below and the unit-lower solve)
     gemm::product<gemm::set, gemm::c_lower>(m, m, K, Kc.data(), Kc.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(),
                                             L.data(), L.outerStride());
@@ -608,14 +704,14 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     L.template triangularView<Eigen::UnitLower>().solveInPlace(RHS);
     LINSTATE_PHASE(solve);
     Vn.noalias() = RHS.leftCols(V);                  // U
-#if LINSTATE_GEMM_AVX2                               // V_new = U − W S
+#if LINSTATE_GEMM_KERNEL                               // V_new = U − W S
     mul(sub_t{}, m, V, K, RHS.data() + V, RHS.outerStride(), 1, Sm.data(), V, Vn.data(), Vn.outerStride());
 #else
     Vn.noalias() -= RHS.rightCols(K) * Sm;
 #endif
     LINSTATE_PHASE(gemm);
     if (any_r) {
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
       // A's lower triangle (its upper part is zeroed below)
       gemm::product<gemm::set, gemm::c_lower>(m, m, K, Q.data(), Q.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(),
                                               A.data(), A.outerStride());
@@ -629,7 +725,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
       }
       for (index_t i = 0; i < m; ++i) Q.row(i) *= std::exp(G[i]);
       LINSTATE_PHASE(exps);
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
       mul(set_t{}, m, V, K, Q.data(), Q.outerStride(), 1, Sm.data(), V, O.data(), O.outerStride());
       gemm::product<gemm::add, gemm::a_lower>(m, V, m, A.data(), A.outerStride(), 1, Vn.data(), Vn.outerStride(), O.data(),
                                               O.outerStride());  // A is lower triangular
@@ -643,7 +739,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     for (index_t i = 0; i < m; ++i) Kc.row(i) *= std::exp(glast - G[i]);
     Sm *= std::exp(glast);
     LINSTATE_PHASE(exps);
-#if LINSTATE_GEMM_AVX2
+#if LINSTATE_GEMM_KERNEL
     mul(add_t{}, K, V, m, Kc.data(), 1, Kc.outerStride(), Vn.data(), Vn.outerStride(), Sm.data(), V);
 #else
     Sm.noalias() += Kc.transpose() * Vn;
