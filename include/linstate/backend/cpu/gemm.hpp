@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 
 #include "../../concepts.hpp"
 
@@ -58,6 +59,18 @@ inline void keep_rounded(T& x) {
 #else
   (void)x;
 #endif
+}
+
+//! The row tiles of rows [i0, m): run(std::integral_constant<int, Max>{}, i) for each whole tile of Max
+//! rows, then once with the height of the rest (1 … Max − 1), so that every tile height is a kernel of
+//! its own, unrolled at compile time. The register-tile kernels' row loops (here and gemm_bf16.hpp).
+template <int Max, class Run>
+inline void for_row_tiles(index_t m, index_t i0, Run&& run) {
+  index_t i = i0;
+  for (; i + Max <= m; i += Max) run(std::integral_constant<int, Max>{}, i);
+  [&]<int... R>(std::integer_sequence<int, R...>) {
+    (void)((m - i == R + 1 && (run(std::integral_constant<int, R + 1>{}, i), true)) || ...);
+  }(std::make_integer_sequence<int, Max - 1>{});
 }
 
 #if LINSTATE_GEMM_KERNEL
@@ -133,16 +146,7 @@ inline void rows(index_t m, index_t k, const float* a, index_t rsa, index_t csa,
     if constexpr (Shape == a_upper) k0 = i < k ? i : k;
     tile<Mode, MR, NV>(k1 - k0, a + i * rsa + k0 * csa, rsa, csa, b + k0 * ldb, ldb, c + i * ldc, ldc, rs + i);
   };
-  index_t i = i0;
-  for (; i + 6 <= m; i += 6) run(std::integral_constant<int, 6>{}, i);
-  switch (m - i) {
-    case 5: run(std::integral_constant<int, 5>{}, i); break;
-    case 4: run(std::integral_constant<int, 4>{}, i); break;
-    case 3: run(std::integral_constant<int, 3>{}, i); break;
-    case 2: run(std::integral_constant<int, 2>{}, i); break;
-    case 1: run(std::integral_constant<int, 1>{}, i); break;
-    default: break;
-  }
+  for_row_tiles<6>(m, i0, run);
 }
 
 #if LINSTATE_GEMM_AVX512
@@ -223,18 +227,7 @@ inline void rows16(index_t m, index_t k, const float* a, index_t rsa, index_t cs
     if constexpr (Shape == a_upper) k0 = i < k ? i : k;
     tile16<Mode, MR, NV>(k1 - k0, a + i * rsa + k0 * csa, rsa, csa, b + k0 * ldb, ldb, c + i * ldc, ldc, rs + i);
   };
-  index_t i = i0;
-  for (; i + 8 <= m; i += 8) run(std::integral_constant<int, 8>{}, i);
-  switch (m - i) {
-    case 7: run(std::integral_constant<int, 7>{}, i); break;
-    case 6: run(std::integral_constant<int, 6>{}, i); break;
-    case 5: run(std::integral_constant<int, 5>{}, i); break;
-    case 4: run(std::integral_constant<int, 4>{}, i); break;
-    case 3: run(std::integral_constant<int, 3>{}, i); break;
-    case 2: run(std::integral_constant<int, 2>{}, i); break;
-    case 1: run(std::integral_constant<int, 1>{}, i); break;
-    default: break;
-  }
+  for_row_tiles<8>(m, i0, run);
 }
 #endif
 #endif

@@ -131,18 +131,7 @@ inline void rows(index_t m, index_t kp, const word* a, index_t rsa, index_t csa,
     if constexpr (Shape == gemm::a_upper) k0 = i / 2 < kp ? i / 2 : kp;
     tile<Mode, MR, NV>(k1 - k0, a + i * rsa + k0 * csa, rsa, csa, b + k0 * ldb, ldb, c + i * ldc, ldc, rs + i, mk);
   };
-  index_t i = i0;
-  for (; i + 8 <= m; i += 8) run(std::integral_constant<int, 8>{}, i);
-  switch (m - i) {
-    case 7: run(std::integral_constant<int, 7>{}, i); break;
-    case 6: run(std::integral_constant<int, 6>{}, i); break;
-    case 5: run(std::integral_constant<int, 5>{}, i); break;
-    case 4: run(std::integral_constant<int, 4>{}, i); break;
-    case 3: run(std::integral_constant<int, 3>{}, i); break;
-    case 2: run(std::integral_constant<int, 2>{}, i); break;
-    case 1: run(std::integral_constant<int, 1>{}, i); break;
-    default: break;
-  }
+  gemm::for_row_tiles<8>(m, i0, run);
 }
 
 //! C (m×n) = / += / −= A·B, or = diag(row_scale)·C + A·B, over kp pair words of depth (layouts: the
