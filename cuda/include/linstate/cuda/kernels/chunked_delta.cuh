@@ -57,8 +57,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
+#include "../detail/side_stream.cuh"
 #include "chunked_backward.cuh"
 
 namespace linstate::cuda_detail {
@@ -1183,14 +1185,27 @@ void enqueue_delta_prep(const delta_params<Dev>& p, cudaStream_t stream, const c
   }
 }
 
-//! Kernels 1–2: the per-chunk WY quantities and the states entering each chunk (and the final state).
-template <class D, class Dev>
-void enqueue_delta_states(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
-  enqueue_delta_prep<D>(p, stream, api);
+//! Kernel 2 alone (kernel 1's buffers are written, or will be by earlier work on `stream`).
+template <class Dev>
+void enqueue_delta_state_pass(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
   const dim3 grid(static_cast<unsigned>((p.V + delta_scan_tile - 1) / delta_scan_tile), static_cast<unsigned>(p.HV),
                   static_cast<unsigned>(p.S * p.P));
   delta_state_kernel<Dev><<<grid, delta_threads, delta_state_smem(p.K).bytes, stream>>>(p);
   check_launch("delta_state_kernel", api);
+}
+
+//! Whether the backward's two sequential passes — the states entering each chunk and the reverse scan,
+//! `blocks` blocks each, one per (stream, value head, value tile) — run side by side on two streams
+//! (side_stream.cuh). Only while both grids fit on the GPU at once: beyond that the second pass's
+//! blocks wait for the first's anyway (H200, SSE-GDN n4k1s at T = 32768, 320 blocks each: 18.89 →
+//! 18.97 ms side by side; GDN, 64 each: 11.98 → 9.82 ms; docs/benchmarks.md, session 11).
+inline bool delta_passes_side_by_side(index_t blocks, const char* api) { return 2 * blocks <= side_stream::sm_count(api); }
+
+//! Kernels 1–2: the per-chunk WY quantities and the states entering each chunk (and the final state).
+template <class D, class Dev>
+void enqueue_delta_states(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+  enqueue_delta_prep<D>(p, stream, api);
+  enqueue_delta_state_pass(p, stream, api);
 }
 
 //! The chunked forward: kernels 1–3 (the record table in p.rt is built already).
@@ -1223,11 +1238,17 @@ template <class D, class Dev>
 void enqueue_chunked_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
   delta_params<Dev> fwd = p;
   fwd.state_out = nullptr, fwd.in_place = false;
-  enqueue_delta_states<D>(fwd, stream, api);
+  enqueue_delta_prep<D>(fwd, stream, api);
+  // the states (kernel 2) and the reverse scan (kernel 4) read only kernel 1's buffers and write
+  // disjoint ones (hbuf, Vn; dbuf, dVn, dh0): side by side where both grids fit
   const dim3 grid(static_cast<unsigned>((p.V + delta_scan_tile - 1) / delta_scan_tile), static_cast<unsigned>(p.HV),
                   static_cast<unsigned>(p.S * p.P));
+  std::optional<side_stream::fork> f;
+  if (delta_passes_side_by_side(static_cast<index_t>(grid.x) * grid.y * grid.z, api)) f.emplace(stream, api);
+  enqueue_delta_state_pass(fwd, f ? f->side() : stream, api);
   delta_rscan_kernel<Dev><<<grid, delta_threads, delta_rscan_smem(p.K).bytes, stream>>>(p);
   check_launch("delta_rscan_kernel", api);
+  if (f) f->join();
   enqueue_delta_grad<D>(p, stream, api);
 }
 

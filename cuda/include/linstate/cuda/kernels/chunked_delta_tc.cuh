@@ -4,7 +4,9 @@
 // the exact fp32 kernels of chunked_delta.cuh. The backward of bf16 inputs recomputes the forward's
 // per-chunk quantities with chunked_delta.cuh's delta_prep_kernel and runs its two sequential passes
 // here, in split-bf16 form (near-fp32, not plain bf16): delta_tc_hstate_kernel (the states entering
-// each chunk) and delta_tc_rscan_kernel (the reverse scan), below the forward's kernels.
+// each chunk) and delta_tc_rscan_kernel (the reverse scan), below the forward's kernels. The two read
+// only the prep's buffers, so where both grids fit on the GPU at once they run side by side on two
+// streams (detail/side_stream.cuh; GDN at B = 1, H = 8: forward + backward 12.0 → 9.8 ms at T = 32768).
 //
 // Per chunk of C = 64 records with entering state S [K,V] (chunked_delta.cuh's header):
 //   T = (I + L)⁻¹,  L = strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ)            (1)
@@ -49,6 +51,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
 #include "chunked_delta.cuh"
@@ -1309,11 +1312,17 @@ void enqueue_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, con
       delta_params<Dev> fwd = p;
       fwd.state_out = nullptr, fwd.in_place = false;
       enqueue_delta_prep<D>(fwd, stream, api);
+      // the states and the reverse scan read only the prep's buffers and write disjoint ones (hbuf, Vn;
+      // dbuf, dVn, dh0): side by side on two streams where both grids fit (64 + 64 blocks at B = 1,
+      // H = 8, V = 128: GDN forward + backward 11.98 → 9.82 ms at T = 32768)
       const dim3 grid(static_cast<unsigned>(p.V / dtc_scan_tile), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
-      delta_tc_hstate_kernel<Dev><<<grid, dtc_scan_threads, delta_tc_hstate_smem(p.K).bytes, stream>>>(fwd);
+      std::optional<side_stream::fork> f;
+      if (delta_passes_side_by_side(static_cast<index_t>(grid.x) * grid.y * grid.z, api)) f.emplace(stream, api);
+      delta_tc_hstate_kernel<Dev><<<grid, dtc_scan_threads, delta_tc_hstate_smem(p.K).bytes, f ? f->side() : stream>>>(fwd);
       check_launch("delta_tc_hstate_kernel", api);
       delta_tc_rscan_kernel<Dev><<<grid, dtc_scan_threads, delta_tc_rscan_smem(p.K).bytes, stream>>>(p);
       check_launch("delta_tc_rscan_kernel", api);
+      if (f) f->join();
       enqueue_delta_grad<D>(p, stream, api);
       return;
     }
