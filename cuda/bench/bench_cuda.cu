@@ -109,6 +109,7 @@ struct config {
   std::vector<index_t> batch{1, 16, 128};
   std::vector<std::string> strategies{"varlen", "mask"};
   bool flush = true, delta = false;
+  int pieces = 0;                     // --pieces: the delta rule's bf16 forward pipeline (0: the library's choice)
   std::string decode_path = "auto";  // --decode-path: auto (the library's choice), fused, three-kernel
   std::string out;
 
@@ -146,6 +147,7 @@ void usage() {
       "  --deadline=240                      seconds; later measurements are skipped (0 = none)\n"
       "  --no-flush                          do not flush the L2 before timed calls\n"
       "  --delta                             prefill/train also for the gated delta rule (gdn, sse_gdn_n4k1s)\n"
+      "  --pieces=0                          the delta rule's bf16 forward in N pipelined pieces (0: the library's choice)\n"
       "  --decode-path=auto                  decode: 'fused' takes the decode step kernel at every size,\n"
       "                                      'three-kernel' never (router, recurrent, combine; for comparisons)\n"
       "  --out=file.csv                      one CSV row per measurement\n");
@@ -172,6 +174,7 @@ config parse(int argc, char** argv) {
     else if (key == "--deadline") c.deadline_s = num();
     else if (key == "--no-flush") c.flush = false;
     else if (key == "--delta") c.delta = true;
+    else if (key == "--pieces") c.pieces = std::atoi(val.c_str());
     else if (key == "--decode-path" && (val == "auto" || val == "fused" || val == "three-kernel")) c.decode_path = val;
     else if (key == "--out") c.out = val;
     else if (key == "--strategies") c.strategies = split(val);
@@ -537,6 +540,7 @@ int main(int argc, char** argv) {
   (void)cudaDriverGetVersion(&driver), (void)cudaRuntimeGetVersion(&runtime);
 
   bench_context ctx(cfg);
+  linstate::cuda_detail::delta_tc_pieces_forced = cfg.pieces;
   std::string args;
   for (int i = 1; i < argc; ++i) args += std::string(i > 1 ? " " : "") + argv[i];
   ctx.meta("bench_cuda " + args);

@@ -22,7 +22,9 @@
 #include <cstring>
 #include <limits>
 #include <linstate/cuda.cuh>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -346,6 +348,116 @@ TEST_CASE("chunked: gated delta rule, bf16 inputs on tensor cores, against the e
   check_delta_tc<sse_gdn_w2r1>("sse_gdn kw=2 kr=1", make<sse_gdn_w2r1>({.B = 1, .T = 200, .H = 1, .HV = 1, .K = 96, .V = 32}, 96));
   const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
   check_delta_tc<sse_gdn>("sse_gdn packed cu_seqlens", make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 97, true, cu));
+}
+
+//! The bf16 delta-rule forward cut into `pieces` pipelined pieces (chunked_delta_tc.cuh, delta_tc_pipeline),
+//! on the GPU: o and the final state, the state written out ('s'), not wanted ('n': the carry in
+//! scratch) or updated in place ('i').
+template <class Spec, class Scalar, class Strategy = linstate::varlen>
+gpu_result<Scalar> pieces_run(const random_inputs& data, int pieces, char state_mode) {
+  namespace cd = linstate::cuda_detail;
+  const host_inputs<Scalar> hin(data);
+  device_inputs<Scalar> din(hin.view());
+  linstate::device_buffer<Scalar> o(static_cast<std::size_t>(data.output_shape().numel()));
+  cd::delta_tc_pieces_forced = pieces;
+  tensor<float> state(data.state_shape());
+  if (state_mode == 'i') {  // in place, from the initial state (zeros where the data has none)
+    auto d_state = upload(data.initial_state.numel() ? data.initial_state : tensor<float>(data.state_shape()));
+    linstate::inputs<Scalar> in = din.in;
+    in.initial_state = {};
+    linstate::forward_in_place<Spec>(linstate::cuda{}, in, d_state.view(data.state_shape()), o.view(data.output_shape()),
+                                     chunked64{}, Strategy{});
+    state = download(d_state, data.state_shape());
+  } else {
+    linstate::device_buffer<float> st(static_cast<std::size_t>(data.state_shape().numel()));
+    linstate::outputs<Scalar> out{o.view(data.output_shape()), {}};
+    if (state_mode == 's') out.final_state = st.view(data.state_shape());
+    linstate::forward<Spec>(linstate::cuda{}, din.in, out, chunked64{}, Strategy{});
+    if (state_mode == 's') state = download(st, data.state_shape());
+  }
+  cuda_ok(cudaDeviceSynchronize());
+  cd::delta_tc_pieces_forced = 0;
+  return gpu_result<Scalar>{download(o, data.output_shape()), std::move(state)};
+}
+
+//! Bit-for-bit equality of two tensors of the same type (memcmp).
+template <class T>
+bool same_bits(const tensor<T>& a, const tensor<T>& b) {
+  if (!(a.shape() == b.shape())) return false;
+  const std::size_t n = static_cast<std::size_t>(a.shape().numel());
+  return n == 0 || std::memcmp(a.data(), b.data(), n * sizeof(T)) == 0;
+}
+
+template <class Spec, class Scalar = Eigen::bfloat16, class Strategy = linstate::varlen>
+void check_pieces(const char* what, const random_inputs& data) {
+  for (const char mode : {'s', 'n', 'i'}) {
+    const auto one = pieces_run<Spec, Scalar, Strategy>(data, 1, mode);
+    for (const int pieces : {2, 3, 5, 1000}) {
+      const auto got = pieces_run<Spec, Scalar, Strategy>(data, pieces, mode);
+      INFO(what << ", state mode " << mode << ", pieces " << pieces);
+      CHECK(same_bits(got.o, one.o));
+      if (mode != 'n') CHECK(same_bits(got.state, one.state));
+    }
+  }
+}
+
+// The pipelined forward: a stream's chunks cross piece boundaries at different places (B = 2 of
+// unequal lengths, packed sequences with empty ones, SSE partitions that see no token), and the
+// state crosses through state_out or the scratch carry: every piece count gives one pass's bits
+// (the one-pass results are checked against the CPU by the tests above).
+TEST_CASE("chunked: the gated delta rule's bf16 forward pipelined in pieces gives one pass's bits") {
+  check_pieces<gdn>("gdn B=2 T=700", make<gdn>({.B = 2, .T = 700, .H = 2, .HV = 2, .K = 128, .V = 128}, 98));
+  check_pieces<gdn>("gdn grouped heads K=32 V=64", make<gdn>({.B = 2, .T = 450, .H = 1, .HV = 4, .K = 32, .V = 64}, 99, false));
+  const std::vector<std::int64_t> cu{0, 70, 70, 71, 400, 900};
+  check_pieces<sse_gdn>("sse_gdn packed cu_seqlens", make<sse_gdn>({.B = 1, .T = 900, .H = 2, .HV = 2, .K = 64, .V = 48}, 100, true, cu));
+  check_pieces<sse_gdn, Eigen::bfloat16, linstate::mask>("sse_gdn mask", make<sse_gdn>({.B = 2, .T = 500, .H = 1, .HV = 2, .K = 64, .V = 64}, 101));
+}
+
+// The pipeline's fork (side_stream.cuh) inside a stream capture, in a thread that has not made its
+// side stream yet (it is made during the capture): the graph's replay gives the eager call's bits.
+TEST_CASE("chunked: the pipelined bf16 delta-rule forward captured into a CUDA graph gives the eager call's bits") {
+  namespace cd = linstate::cuda_detail;
+  using B16 = Eigen::bfloat16;
+  const random_inputs data = make<gdn>({.B = 1, .T = 700, .H = 2, .HV = 2, .K = 128, .V = 128}, 106);
+  tensor<B16> o_graph(data.output_shape());
+  tensor<float> st_graph(data.state_shape());
+  std::string failure;
+  std::thread([&] {
+    auto ok = [](cudaError_t e) {  // (doctest's REQUIRE would throw past the thread)
+      if (e != cudaSuccess) throw std::runtime_error(cudaGetErrorString(e));
+    };
+    try {
+      const host_inputs<B16> hin(data);
+      device_inputs<B16> din(hin.view());
+      linstate::device_buffer<B16> o(static_cast<std::size_t>(data.output_shape().numel()));
+      linstate::device_buffer<float> st(static_cast<std::size_t>(data.state_shape().numel()));
+      cudaStream_t s{};
+      ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      cd::delta_tc_pieces_forced = 3;
+      cudaGraph_t g{};
+      ok(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+      linstate::forward<gdn>(linstate::cuda{s}, din.in, linstate::outputs<B16>{o.view(data.output_shape()), st.view(data.state_shape())},
+                             chunked64{});
+      ok(cudaStreamEndCapture(s, &g));
+      cd::delta_tc_pieces_forced = 0;
+      cudaGraphExec_t ge{};
+      ok(cudaGraphInstantiate(&ge, g, 0));
+      ok(cudaGraphLaunch(ge, s));
+      ok(cudaStreamSynchronize(s));
+      o_graph = download(o, data.output_shape()), st_graph = download(st, data.state_shape());
+      ok(cudaGraphExecDestroy(ge));
+      ok(cudaGraphDestroy(g));
+      ok(cudaStreamDestroy(s));
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }).join();
+  cd::delta_tc_pieces_forced = 0;
+  INFO(failure);
+  REQUIRE(failure.empty());
+  const auto eager = pieces_run<gdn, B16>(data, 3, 's');
+  CHECK(same_bits(o_graph, eager.o));
+  CHECK(same_bits(st_graph, eager.state));
 }
 
 TEST_CASE("chunked: packed cu_seqlens with empty and one-token sequences") {

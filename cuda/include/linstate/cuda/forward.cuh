@@ -255,6 +255,10 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       lay.add(delta_chunked ? n_chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats(pb.K, pb.V, false) * sizeof(float) : 0);
   // generic: the state worked on when no final state is wanted
   const std::size_t at_gstate = lay.add(generic && state_out == nullptr ? static_cast<std::size_t>(pb.state_numel()) * sizeof(float) : 0);
+  // the carry of a pipelined delta-rule forward (chunked_delta_tc.cuh) where the call writes no final state
+  const bool carry_scratch = delta_chunked && std::is_same_v<Dev, __nv_bfloat16> && state_out == nullptr &&
+                             delta_tc_pipeline_possible(rplan.max_chunks, pb.S * pb.P);
+  const std::size_t at_carry = lay.add(carry_scratch ? static_cast<std::size_t>(pb.state_numel()) * sizeof(float) : 0);
   device_buffer<unsigned char> scratch;
   if (lay.bytes) scratch = device_buffer<unsigned char>(lay.bytes, stream, scratch_pool(api));
   auto at = [&](std::size_t off) { return static_cast<void*>(scratch.data() + off); };
@@ -320,6 +324,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
         static_cast<chunk_params<Dev>&>(d) = c;
         d.l2norm = D::l2norm_qk;
         bind_delta_buffers(d, static_cast<float*>(at(at_delta)), rplan.max_chunks, pb.HV, pb.K, pb.V, false);
+        d.carry = carry_scratch ? static_cast<float*>(at(at_carry)) : nullptr;
         enqueue_delta_forward<D>(d, stream, api);  // tensor cores for bf16 (chunked_delta_tc.cuh)
       } else {
         enqueue_chunked<D, Dev>(c, stream, api);

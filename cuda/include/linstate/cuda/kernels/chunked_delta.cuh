@@ -73,6 +73,12 @@ inline constexpr int delta_grad_threads = 512;  //!< gradient kernel: 16 warps (
 template <class Dev>
 struct delta_params : chunk_bwd_params<Dev> {
   bool l2norm = false;
+  // one piece of a pipelined forward (chunked_delta_tc.cuh, delta_tc_pipeline): the chunks
+  // [chunk_lo, chunk_hi) of the record table — the per-chunk kernels' blockIdx.x counts from chunk_lo —
+  // and the state handed from piece to piece ([S,P,HV,K,V] fp32: state_out where the call writes one,
+  // else scratch)
+  index_t chunk_lo = 0, chunk_hi = index_t{1} << 62;
+  float* carry = nullptr;
   float* kn = nullptr;     // [chunks, HV, C, K] k̂ (writing records; 0 elsewhere)
   float* qn = nullptr;     // [chunks, HV, C, K] q̂ (reading records; without r)
   float* kinv = nullptr;   // [chunks, HV, C] 1/‖k‖ (1 without l2norm)

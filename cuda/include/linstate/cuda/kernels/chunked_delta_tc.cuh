@@ -6,7 +6,7 @@
 // here, in split-bf16 form (near-fp32, not plain bf16): delta_tc_hstate_kernel (the states entering
 // each chunk) and delta_tc_rscan_kernel (the reverse scan), below the forward's kernels. The two read
 // only the prep's buffers, so where both grids fit on the GPU at once they run side by side on two
-// streams (detail/side_stream.cuh; GDN at B = 1, H = 8: forward + backward 12.0 → 9.8 ms at T = 32768).
+// streams (detail/side_stream.cuh; GDN at B = 1, H = 8: forward + backward 12.0 → 9.7 ms at T = 32768).
 //
 // Per chunk of C = 64 records with entering state S [K,V] (chunked_delta.cuh's header):
 //   T = (I + L)⁻¹,  L = strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ)            (1)
@@ -31,13 +31,19 @@
 //      Grid: S·P × HV × V/16 blocks of 160 threads;
 //   3. delta_tc_output_kernel (chunk, value head, 64-column V tile): O = Qg S + A Vn (5), one
 //      accumulator per output tile (S and Vn read as col_major operands from Sᵀ and Vnᵀ).
+// Pipelined (delta_tc_pipeline: long streams, and a state kernel of at most half the SMs' blocks, as
+// GDN at B = 1, H = 8): the chunks are cut into pieces; the prep of piece i + 1 runs beside the state
+// pass over piece i (on a side stream that waits for piece i's prep), and the output of piece i beside
+// the pass over piece i + 1. The state kernel stores each stream's state after its piece into `carry`
+// and the next piece reloads it (fp32: the same bits as one pass). Ordinary stream dependencies,
+// nothing spins: correct with the launches serialised, and capturable into a graph.
 // Rounding: the products' operands are bf16 (k̂, q̂, T, b·V, b e^G k̂, S, Vn); G, Γ, the exponentials,
 // L and T's solve, the carried state and every accumulation are fp32. The GPU tests check it against
 // the exact path at fla's ratio 0.005 (SPEC §9.3).
 // Measured (H200, bf16, B = 1, H = 8, K = V = 128, T = 32768; ncu at its locked 1.35 GHz, one
 // forward): prep 594 µs, state 658 µs (≈ 1 700 cycles per chunk step), output 215 µs; bench_cuda
-// forward 1.16 ms (2.47 before session 10; 11.7 for the exact kernels; fla main 1.09 in the same call:
-// docs/benchmarks.md, "Issue 11, session 10").
+// forward 1.16 ms in one pass, 1.02 ms pipelined in 3 pieces (2.47 before session 10; 11.7 for the
+// exact kernels; docs/benchmarks.md, "Issue 11, session 10" and "session 11").
 // Scratch: the forward's fp32 buffers of chunked_delta.cuh (delta_chunk_floats(K, V, false)), the bf16
 // arrays laid over the first half of each: Qg over q̂, Kd over k̂, W over W, A over A, Vn over Vn, and
 // the entering states over hbuf.
@@ -74,6 +80,7 @@ struct delta_tc_params : delta_params<Dev> {
   dtc_bf16* a = nullptr;   // [chunks, HV, C, C] A
   dtc_bf16* vn = nullptr;  // [chunks, HV, C, V] Vn
   dtc_bf16* h = nullptr;   // [chunks, HV, K, V] S entering the chunk
+  // (a pipelined call's piece: delta_params' chunk_lo, chunk_hi and carry)
 };
 
 namespace dtc_detail {
@@ -169,7 +176,7 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   using namespace delta_detail;
   using namespace dtc_detail;
   constexpr int C = chunk_len;
-  const index_t c = blockIdx.x;
+  const index_t c = p.chunk_lo + blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int K = p.K, V = p.V, lk = ldb16(K);
@@ -471,8 +478,19 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   const int part = seg / p.S, s = seg % p.S;
   const int v0 = static_cast<int>(blockIdx.x) * 16;
   const bool active = !producer;
-  const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
-  if (c0 == c1 && p.in_place) return;
+  // the stream's chunks [s0, s1); this piece's share [c0, c1): the state comes from state_in at the
+  // stream's first chunk, else from the previous piece's carry, and goes to state_out after its last
+  // chunk, else to the carry (a call in one piece: c0 = s0, c1 = s1)
+  const index_t s0 = p.rt.seg_chunk[seg], s1 = p.rt.seg_chunk[seg + 1];
+  const index_t c0 = s0 > p.chunk_lo ? s0 : p.chunk_lo, c1 = s1 < p.chunk_hi ? s1 : p.chunk_hi;
+  if (s0 == s1) {
+    if (p.in_place || p.chunk_lo != 0) return;  // copied out of place once, by the first piece
+  } else if (c0 >= c1) {
+    return;
+  }
+  const bool first = c0 == s0 || s0 == s1, last = c1 == s1 || s0 == s1;
+  const float* from = first ? p.state_in : p.carry;
+  float* to = last ? p.state_out : p.carry;
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
   auto* Sx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sx);
   auto* Vx = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vx);
@@ -514,7 +532,7 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int v = v0 + g + 8 * (e >> 1), k = kq + 8 * j + t2 + (e & 1);
-      S[j][e] = (active && k < K && p.state_in) ? p.state_in[sbase + static_cast<index_t>(k) * V + v] : 0.f;
+      S[j][e] = (active && k < K && from) ? from[sbase + static_cast<index_t>(k) * V + v] : 0.f;
     }
   // −Sᵀ (bf16) into Sx, and Sᵀ (bf16) to h as the state entering chunk c
   auto publish = [&](index_t c, bool write_h) {
@@ -621,13 +639,13 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
     __syncthreads();  // Sx holds the new −Sᵀ; chunk c + 1's buffer landed; every warp is done reading Vx and chunk c's slot
     if (++slot == NS) slot = 0;
   }
-  if (p.state_out && active)
+  if (to && active)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int v = v0 + g + 8 * (e >> 1), k = kq + 8 * j + t2 + (e & 1);
-        if (k < K) p.state_out[sbase + static_cast<index_t>(k) * V + v] = S[j][e];
+        if (k < K) to[sbase + static_cast<index_t>(k) * V + v] = S[j][e];
       }
 }
 
@@ -653,7 +671,7 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delt
   using namespace delta_detail;
   using namespace dtc_detail;
   constexpr int C = chunk_len, TV = dtc_out_tile, lo = dtc_out_tile + 4;
-  const index_t c = blockIdx.x;
+  const index_t c = p.chunk_lo + blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int K = p.K, V = p.V, lk = ldb16(K), k8 = K / 8;
@@ -1237,6 +1255,34 @@ bool delta_tc_supported(const delta_params<Dev>& p) {
   }
 }
 
+//! Into how many pieces the tensor-core forward's chunks are cut when forced (> 0: tests and
+//! bench_cuda --pieces); 0: the library's choice (delta_tc_pipeline). Not thread-safe to change while
+//! another thread enqueues a call.
+inline int delta_tc_pieces_forced = 0;
+
+//! Whether a forward of `chunks` chunks over `streams` streams may be pipelined (forward.cuh then
+//! provides a carry in scratch where the call writes no final state).
+inline bool delta_tc_pipeline_possible(index_t chunks, index_t streams) {
+  return delta_tc_pieces_forced > 0 || (streams > 0 && chunks / streams >= 192);
+}
+
+//! Into how many pieces the tensor-core forward is pipelined: the prep of piece i + 1 runs beside the
+//! state pass over piece i, and the output of piece i beside the pass over piece i + 1. Only where the
+//! state kernel leaves room beside it (`room`: its blocks ≤ half the SMs), by the chunks per stream
+//! (H200, GDN at B = 1, H = 8, K = V = 128, docs/benchmarks.md "Issue 11, session 11": best at 1 piece
+//! up to T = 8192, 2 at 16384, 3–4 at 32768, 4–6 at 65536; tapered pieces, the first and last half as
+//! long, were no better). Every piece holds at least one chunk.
+inline int delta_tc_pipeline(index_t chunks, index_t streams, bool room) {
+  if (chunks <= 0 || streams <= 0) return 1;
+  index_t n = 1;
+  if (delta_tc_pieces_forced > 0) n = delta_tc_pieces_forced;
+  else if (room) {
+    const index_t per = chunks / streams;
+    n = per < 192 ? 1 : per < 384 ? 2 : per < 768 ? 3 : 5;
+  }
+  return static_cast<int>(n < chunks ? n : chunks);
+}
+
 //! The chunked delta-rule forward: the tensor-core kernels above where they apply, else the exact ones.
 template <class D, class Dev>
 void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
@@ -1262,19 +1308,51 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
       t.w = reinterpret_cast<dtc_bf16*>(p.W), t.a = reinterpret_cast<dtc_bf16*>(p.A);
       t.vn = reinterpret_cast<dtc_bf16*>(p.Vn), t.h = reinterpret_cast<dtc_bf16*>(p.hbuf);
       const index_t chunks = p.rt.max_chunks;
-      if (chunks > 0) {
-        delta_tc_prep_kernel<D, Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), dtc_threads,
-                                       delta_tc_prep_smem(p.K).bytes, stream>>>(t);
-        check_launch("delta_tc_prep_kernel", api);
-      }
       const dim3 grid(static_cast<unsigned>(p.V / 16), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
-      delta_tc_state_kernel<Dev><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, stream>>>(t);
-      check_launch("delta_tc_state_kernel", api);
-      if (chunks > 0) {
-        const dim3 og(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV),
-                      static_cast<unsigned>((p.V + dtc_out_tile - 1) / dtc_out_tile));
-        delta_tc_output_kernel<Dev><<<og, dtc_threads, delta_tc_output_smem(p.K).bytes, stream>>>(t);
+      const unsigned vt = static_cast<unsigned>((p.V + dtc_out_tile - 1) / dtc_out_tile);
+      auto prep = [&](index_t lo, index_t hi, cudaStream_t st) {
+        t.chunk_lo = lo, t.chunk_hi = hi;
+        delta_tc_prep_kernel<D, Dev><<<dim3(static_cast<unsigned>(hi - lo), static_cast<unsigned>(p.HV)), dtc_threads,
+                                       delta_tc_prep_smem(p.K).bytes, st>>>(t);
+        check_launch("delta_tc_prep_kernel", api);
+      };
+      auto state = [&](index_t lo, index_t hi, cudaStream_t st) {
+        t.chunk_lo = lo, t.chunk_hi = hi;
+        delta_tc_state_kernel<Dev><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, st>>>(t);
+        check_launch("delta_tc_state_kernel", api);
+      };
+      auto output = [&](index_t lo, index_t hi, cudaStream_t st) {
+        t.chunk_lo = lo, t.chunk_hi = hi;
+        delta_tc_output_kernel<Dev><<<dim3(static_cast<unsigned>(hi - lo), static_cast<unsigned>(p.HV), vt), dtc_threads,
+                                      delta_tc_output_smem(p.K).bytes, st>>>(t);
         check_launch("delta_tc_output_kernel", api);
+      };
+      // pipelined where the state kernel leaves room beside it (its blocks ≤ half the SMs: 64 at B = 1,
+      // H = 8, V = 128; SSE-GDN n4k1s, 320 blocks, ran 2.09 → 2.13 ms at T = 32768 in 4 pieces)
+      const bool room = 2 * static_cast<index_t>(grid.x) * grid.y * grid.z <= side_stream::sm_count(api);
+      const int pieces = p.carry || p.state_out ? delta_tc_pipeline(chunks, static_cast<index_t>(p.S) * p.P, room) : 1;
+      if (pieces <= 1) {
+        if (chunks > 0) prep(0, chunks, stream);
+        state(0, chunks, stream);
+        if (chunks > 0) output(0, chunks, stream);
+      } else {
+        // pipelined: the prep of piece i + 1 runs beside the state pass over piece i (on the side
+        // stream, which waits for piece i's prep), and the output of piece i beside the state pass
+        // over piece i + 1; the state crosses from piece to piece through t.carry (fp32, the same
+        // bits as one pass: the state kernel stores and reloads the values it holds)
+        if (!t.carry) t.carry = p.state_out;
+        side_stream::fork f(stream, api);
+        auto bound = [&](int i) { return chunks * i / pieces; };
+        for (int i = 0; i < pieces; ++i) {
+          prep(bound(i), bound(i + 1), stream);
+          f.hand_off(static_cast<std::size_t>(i), stream, f.side());
+          state(bound(i), bound(i + 1), f.side());
+        }
+        for (int i = 0; i < pieces; ++i) {
+          f.hand_off(static_cast<std::size_t>(pieces + i), f.side(), stream);
+          output(bound(i), bound(i + 1), stream);
+        }
+        f.join();
       }
       return;
     }
