@@ -684,6 +684,25 @@ TEST_CASE("chunked backward: gated delta rule, bf16 inputs on tensor cores, ever
                                    make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 257, true, cu), 89);
 }
 
+//! The delta rule's backward with its two sequential passes side by side (the states on the side
+//! stream, chunked_delta.cuh: delta_passes_side_by_side) and one after the other: the same bits.
+template <class Spec, class Scalar>
+void check_side_by_side(const random_inputs& data, std::uint64_t seed) {
+  namespace cd = linstate::cuda_detail;
+  const auto beside = both<Spec, Scalar, linstate::chunked<64>>(data, seed).second;
+  cd::delta_side_by_side_enabled = false;
+  const auto serial = both<Spec, Scalar, linstate::chunked<64>>(data, seed).second;
+  cd::delta_side_by_side_enabled = true;
+  check_same_bits(beside, serial);
+}
+
+TEST_CASE("chunked backward: the delta rule's two sequential passes side by side give one stream's bits") {
+  check_side_by_side<gdn, Eigen::bfloat16>(make<gdn>({.B = 2, .T = 300, .H = 2, .HV = 2, .K = 128, .V = 128}, 258), 90);  // tensor cores
+  check_side_by_side<gdn, float>(make<gdn>({.B = 2, .T = 150, .H = 2, .HV = 4, .K = 64, .V = 40}, 259), 91);            // exact
+  const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
+  check_side_by_side<sse_gdn, Eigen::bfloat16>(make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 260, true, cu), 92);
+}
+
 TEST_CASE("only the requested gradients are written; none requested is a no-op") {
   const auto data = make<sse_gdn>({.B = 1, .T = 40, .H = 1, .HV = 2, .K = 32, .V = 32}, 140);
   const auto in = data.view();

@@ -1205,7 +1205,10 @@ void enqueue_delta_state_pass(const delta_params<Dev>& p, cudaStream_t stream, c
 //! (side_stream.cuh). Only while both grids fit on the GPU at once: beyond that the second pass's
 //! blocks wait for the first's anyway (H200, SSE-GDN n4k1s at T = 32768, 320 blocks each: 18.89 →
 //! 18.97 ms side by side; GDN, 64 each: 11.98 → 9.82 ms; docs/benchmarks.md, session 11).
-inline bool delta_passes_side_by_side(index_t blocks, const char* api) { return 2 * blocks <= side_stream::sm_count(api); }
+inline bool delta_side_by_side_enabled = true;  //!< tests switch it off to compare with one stream (not thread-safe to change mid-call)
+inline bool delta_passes_side_by_side(index_t blocks, const char* api) {
+  return delta_side_by_side_enabled && 2 * blocks <= side_stream::sm_count(api);
+}
 
 //! Kernels 1–2: the per-chunk WY quantities and the states entering each chunk (and the final state).
 template <class D, class Dev>
