@@ -537,19 +537,24 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
       }
     }
     LINSTATE_PHASE(store);
-    // -- (a) D_{n−1} = diag(e^{γ}) D + (Q̃ ⊙ e^{Γ})ᵀ dO --
-    if (decayed) {
-      sc.egamma = sc.gamma.array().exp();
+    // -- (a) D_{n−1} = diag(e^{γ}) D + (Q̃ ⊙ e^{Γ})ᵀ dO (with the products by hand: the decay in the product's
+    //    store, gemm::scale_add, which rounds the scaling and the sum apart as the two passes would) --
+    if (decayed) sc.egamma = sc.gamma.array().exp();
+#if LINSTATE_GEMM_KERNEL
+    if (any_r) {
+      if (decayed)
+        gemm::product<gemm::scale_add>(K, V, m, Qx.data(), 1, Qx.outerStride(), dO.data(), dO.outerStride(), Dm.data(), V,
+                                       sc.egamma.data());
+      else
+        mul(add_t{}, K, V, m, Qx.data(), 1, Qx.outerStride(), dO.data(), dO.outerStride(), Dm.data(), V);
+    } else if (decayed) {
       for (index_t a = 0; a < K; ++a) Dm.row(a) *= sc.egamma(a);
     }
-    LINSTATE_PHASE(other);
-    if (any_r) {
-#if LINSTATE_GEMM_KERNEL
-      mul(add_t{}, K, V, m, Qx.data(), 1, Qx.outerStride(), dO.data(), dO.outerStride(), Dm.data(), V);
 #else
-      Dm.noalias() += Qx.transpose() * dO;
+    if (decayed)
+      for (index_t a = 0; a < K; ++a) Dm.row(a) *= sc.egamma(a);
+    if (any_r) Dm.noalias() += Qx.transpose() * dO;
 #endif
-    }
     LINSTATE_PHASE(gemm);
   }
   if (tg.dh0) Eigen::Map<RowMat>(tg.dh0, K, V) = Dm;
