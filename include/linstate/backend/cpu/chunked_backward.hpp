@@ -96,6 +96,34 @@ inline void exp_into(Dst&& dst, const A& a, double sa, const double* ref = nullp
   dst = dst.array().exp().matrix();
 }
 
+//! One row of the decay factors (K a multiple of Eigen's float packet): egd = e^{γ−Γ}, kd = k̃ ⊙ egd; where e is
+//! given, e = e^{Γ} and, where q is given too, qg = q̃ ⊙ e; where ei is given, ei = e^{−Γ} and kinv = k̃ ⊙ ei. Every
+//! exponent formed in fp64 from g = Γ (and gl = γ) and rounded once, then Eigen's packet exp: per element the
+//! operations of exp_into on whole matrices (whose packets, rows starting aligned, are the same), so the same bits.
+inline void exp_row(index_t K, const double* __restrict g, const double* __restrict gl, const float* __restrict kt,
+                    const float* __restrict q, float* __restrict e, float* __restrict egd, float* __restrict ei,
+                    float* __restrict kd, float* __restrict qg, float* __restrict kinv) {
+  namespace ei_ = Eigen::internal;
+  using P = ei_::packet_traits<float>::type;
+  constexpr index_t n = ei_::packet_traits<float>::size;
+  alignas(64) float x[n], y[n];
+  for (index_t a = 0; a < K; a += n) {
+    for (index_t l = 0; l < n; ++l)  // the fp64 exponents, rounded once (vectorised conversions)
+      x[l] = static_cast<float>(g[a + l]), y[l] = static_cast<float>(gl[a + l] - g[a + l]);
+    const P px = ei_::pload<P>(x), py = ei_::pexp(ei_::pload<P>(y)), pk = ei_::ploadu<P>(kt + a);
+    ei_::pstoreu(egd + a, py), ei_::pstoreu(kd + a, ei_::pmul(pk, py));
+    if (e) {
+      const P pe = ei_::pexp(px);
+      ei_::pstoreu(e + a, pe);
+      if (q) ei_::pstoreu(qg + a, ei_::pmul(ei_::ploadu<P>(q + a), pe));
+    }
+    if (ei) {
+      const P pi = ei_::pexp(ei_::pnegate(px));  // float(−Γ) = −float(Γ)
+      ei_::pstoreu(ei + a, pi), ei_::pstoreu(kinv + a, ei_::pmul(pk, pi));
+    }
+  }
+}
+
 //! Intra-chunk terms for strong decays (span > single_gemm_span), SPEC §2.4(d) with the sub-chunk
 //! trick of §2.3 / §8 rules 2–3. Inputs Q̃, K̃, Γ ([m,K]) and the masked dA ([m,m], zero above the
 //! diagonal; the caller passes it strictly lower); outputs A (lower incl. diagonal, [m,m], overwritten)
@@ -151,6 +179,36 @@ inline void intra_bwd_subchunked(const Eigen::Ref<const RowMat>& Q, const Eigen:
     exp_into(Fj, G.middleRows(j0, nj), -1., G.row(r).data(), 1.);
     dK.middleRows(j0, nj) += Tj.cwiseProduct(Fj);
   }
+}
+
+//! Row i of Γ (fp64) for a written step: gd = prev + λ (prev: row i − 1, null for row 0), λ = the floored log-decay
+//! of the step's gate row (load_log_decay<D>, `tmp` [K] scratch); returns whether a λ was floored. With fp32 gates
+//! of a per-key decay on AVX2, 8 keys at a time by hand: compare, blend, widen, add — the operations of the plain
+//! form, which GCC 12 does not vectorise (the floor's select and the flag), so the same bits, ~5× faster.
+template <class D, class Scalar>
+inline bool gamma_row(const Scalar* g_row, const double* prev, double* __restrict gd, float* __restrict tmp, index_t K) {
+#if LINSTATE_GEMM_KERNEL
+  if constexpr (decay_key<D> && std::is_same_v<Scalar, float>) {
+    if (K % 8 == 0) {
+      const __m256 F = _mm256_set1_ps(detail::chunked_log_decay_floor);
+      int fl = 0;
+      for (index_t a = 0; a < K; a += 8) {
+        const __m256 x = _mm256_loadu_ps(g_row + a), lt = _mm256_cmp_ps(x, F, _CMP_LT_OQ);  // λ < floor (NaN: false)
+        fl |= _mm256_movemask_ps(lt);
+        const __m256 y = _mm256_blendv_ps(x, F, lt);  // max(λ, floor) as detail::chunked_log_decay: NaN stays NaN
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(y)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(y, 1));
+        if (prev) lo = _mm256_add_pd(lo, _mm256_loadu_pd(prev + a)), hi = _mm256_add_pd(hi, _mm256_loadu_pd(prev + a + 4));
+        _mm256_storeu_pd(gd + a, lo), _mm256_storeu_pd(gd + a + 4, hi);
+      }
+      return fl != 0;
+    }
+  }
+#endif
+  const bool floored = load_log_decay<D>(g_row, tmp, K);
+  for (index_t a = 0; a < K; ++a) gd[a] = static_cast<double>(tmp[a]);
+  if (prev)
+    for (index_t a = 0; a < K; ++a) gd[a] += prev[a];
+  return floored;
 }
 
 //! The chunked forms use the floored gate max(λ, floor) (detail::chunked_log_decay): its derivative
@@ -228,21 +286,19 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     };
     auto none = [](index_t) {};
     if (any_w) {
-      RowMat& Kdst = bwd ? sc.Kr : sc.Kt;
-      rows(W, [&](index_t i, index_t s, index_t t) { load(src.k + (t * H + tg.h) * K, Kdst.row(i).data(), K, bwd ? 1.f : st.wgt_w(s)); },
+      // the raw k rows are kept apart only where dcw needs them; k̃ = cw·k rounds the same product either way
+      const bool raw_k = bwd && tg.dcw;
+      RowMat& Kdst = raw_k ? sc.Kr : sc.Kt;
+      rows(W, [&](index_t i, index_t s, index_t t) { load(src.k + (t * H + tg.h) * K, Kdst.row(i).data(), K, raw_k ? 1.f : st.wgt_w(s)); },
            [&](index_t i) { sc.Kt.row(i).setZero(); });
-      if (bwd) rows(W, [&](index_t i, index_t s, index_t) { sc.Kt.row(i) = st.wgt_w(s) * sc.Kr.row(i); }, none);
+      if (raw_k) rows(W, [&](index_t i, index_t s, index_t) { sc.Kt.row(i) = st.wgt_w(s) * sc.Kr.row(i); }, none);
       rows(W, [&](index_t i, index_t, index_t t) { load(src.v + (t * HV + tg.hv) * V, sc.Vc.row(i).data(), V); },
            [&](index_t i) { sc.Vc.row(i).setZero(); });
       if constexpr (decays) {  // Γ: inclusive cumulative sum of the floored λ inside the chunk (fp64, see the scratch)
         rows(W,
              [&](index_t i, index_t, index_t t) {
-               auto Gi = sc.G.row(i);
-               floored |= load_log_decay<D>(src.g + (t * HV + tg.hv) * GW, sc.grow.data(), K);
-               const float* __restrict gr = sc.grow.data();
-               double* __restrict gd = Gi.data();
-               for (index_t a = 0; a < K; ++a) gd[a] = static_cast<double>(gr[a]);
-               if (i > 0) Gi += sc.G.row(i - 1);
+               floored |= gamma_row<D>(src.g + (t * HV + tg.hv) * GW, i > 0 ? sc.G.row(i - 1).data() : nullptr, sc.G.row(i).data(),
+                                       sc.grow.data(), K);
              },
              [&](index_t i) {  // frozen step: no decay
                if (i > 0) sc.G.row(i) = sc.G.row(i - 1);
@@ -251,13 +307,21 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
       }
     }
     if (!bwd || !any_r) return;
-    rows(R, [&](index_t i, index_t, index_t t) { load(src.q + (t * H + tg.h) * K, sc.Qr.row(i).data(), K); },
-         [&](index_t i) { sc.Q.row(i).setZero(); });
-    rows(R, [&](index_t i, index_t s, index_t) { sc.Q.row(i) = (pb.scale * st.wgt_r(s)) * sc.Qr.row(i); }, none);
+    if (tg.dcr) {  // the raw q rows too where dcr needs them
+      rows(R, [&](index_t i, index_t, index_t t) { load(src.q + (t * H + tg.h) * K, sc.Qr.row(i).data(), K); },
+           [&](index_t i) { sc.Q.row(i).setZero(); });
+      rows(R, [&](index_t i, index_t s, index_t) { sc.Q.row(i) = (pb.scale * st.wgt_r(s)) * sc.Qr.row(i); }, none);
+    } else {
+      rows(R, [&](index_t i, index_t s, index_t t) { load(src.q + (t * H + tg.h) * K, sc.Q.row(i).data(), K, pb.scale * st.wgt_r(s)); },
+           [&](index_t i) { sc.Q.row(i).setZero(); });
+    }
     rows(R, [&](index_t i, index_t, index_t t) { load(tg.dO + (t * HV + tg.hv) * V, sc.dO.row(i).data(), V); },
          [&](index_t i) { sc.dO.row(i).setZero(); });
   };
 
+  // rows_exps: the decay factors formed row by row (exp_row), the same bits as exp_into on whole matrices
+  constexpr index_t packet = Eigen::internal::packet_traits<float>::size;
+  const bool rows_exps = decays && K % packet == 0;
   // ---- forward over chunks: H_0 … H_NC (SPEC §2.3 step 1) ----
   {
     auto H0 = stateT(0);
@@ -281,8 +345,14 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     if constexpr (decays) {
       auto G = sc.G.topRows(m);
       auto Kd = sc.Kd.topRows(m);
-      exp_into(Kd, G, -1., G.row(m - 1).data(), 1.);  // K̃ ⊙ e^{γ−Γ}
-      Kd.array() *= Kt.array();
+      if (rows_exps)  // K̃ ⊙ e^{γ−Γ} row by row (exp_row; Egd: scratch)
+        for (index_t i = 0; i < m; ++i)
+          exp_row(K, G.row(i).data(), G.row(m - 1).data(), Kt.row(i).data(), nullptr, nullptr, sc.Egd.row(i).data(), nullptr,
+                  Kd.row(i).data(), nullptr, nullptr);
+      else {
+        exp_into(Kd, G, -1., G.row(m - 1).data(), 1.);  // K̃ ⊙ e^{γ−Γ}
+        Kd.array() *= Kt.array();
+      }
       exp_into(sc.egamma, G.row(m - 1), 1.);
       LINSTATE_PHASE(exps);
       for (index_t v = 0; v < V; ++v) Hn1.row(v) = Hn.row(v).cwiseProduct(sc.egamma);  // (diag(e^{γ}) H)ᵀ
@@ -333,13 +403,26 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     // decay factors; a chunk without writes has Γ ≡ 0 (every factor is 1)
     const bool decayed = decays && any_w;
     bool one_gemm = true;
+    // rows_exps: e^{Γ}, e^{γ−Γ} and (when the scores take one product) e^{−Γ} formed row by row, each row's
+    // exponents, exponentials and scaled operands while the row is in L1; the same operations per element as
+    // exp_into on the whole matrices (Eigen's packet exp on rows that start packet-aligned: K a multiple of
+    // the packet), so the same bits. ei_done: e^{−Γ} and K̃ ⊙ e^{−Γ} are formed here already.
+    bool ei_done = false;
     if (decayed) {
       sc.gamma = G.row(m - 1).cast<float>();
       one_gemm = -sc.gamma.minCoeff() <= single_gemm_span;                // the forward's span test
-      exp_into(E, G, 1.);                                   // e^{Γ} ≤ 1
-      exp_into(Egd, G, -1., G.row(m - 1).data(), 1.);     // e^{γ−Γ} ≤ 1
-      Kd = Kt.cwiseProduct(Egd);
-      if (any_r) Qg = Q.cwiseProduct(E);
+      if (rows_exps) {
+        ei_done = both && one_gemm;
+        for (index_t i = 0; i < m; ++i)
+          exp_row(K, G.row(i).data(), G.row(m - 1).data(), Kt.row(i).data(), any_r ? Q.row(i).data() : nullptr, E.row(i).data(),
+                  Egd.row(i).data(), ei_done ? sc.Ei.row(i).data() : nullptr, Kd.row(i).data(), Qg.row(i).data(),
+                  sc.Kinv.row(i).data());
+      } else {
+        exp_into(E, G, 1.);                                   // e^{Γ} ≤ 1
+        exp_into(Egd, G, -1., G.row(m - 1).data(), 1.);     // e^{γ−Γ} ≤ 1
+        Kd = Kt.cwiseProduct(Egd);
+        if (any_r) Qg = Q.cwiseProduct(E);
+      }
     }
     LINSTATE_PHASE(exps);
     // Q̃ ⊙ e^{Γ} and K̃ ⊙ e^{γ−Γ} (Q̃ and K̃ themselves when nothing decays)
@@ -375,7 +458,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
         //   dQ̃^s = e^{Γ_t} ⊙ Σ_{j<t} dA_tj k̃_j e^{−Γ_j},  dK̃^s = e^{−Γ_j} ⊙ Σ_{t>j} dA_tj q̃_t e^{Γ_t}
         auto Kinv = sc.Kinv.topRows(m);
         auto Ei = sc.Ei.topRows(m);
-        if (decayed) {
+        if (decayed && !ei_done) {
           LINSTATE_PHASE(gemm);
           exp_into(Ei, G, -1.);  // e^{−Γ} ≤ e^{span}
           Kinv = Kt.cwiseProduct(Ei);
@@ -480,19 +563,24 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
       }
     }
     LINSTATE_PHASE(store);
-    // -- (a) D_{n−1} = diag(e^{γ}) D + (Q̃ ⊙ e^{Γ})ᵀ dO --
-    if (decayed) {
-      sc.egamma = sc.gamma.array().exp();
+    // -- (a) D_{n−1} = diag(e^{γ}) D + (Q̃ ⊙ e^{Γ})ᵀ dO (with the products by hand: the decay in the product's
+    //    store, gemm::scale_add, which rounds the scaling and the sum apart as the two passes would) --
+    if (decayed) sc.egamma = sc.gamma.array().exp();
+#if LINSTATE_GEMM_KERNEL
+    if (any_r) {
+      if (decayed)
+        gemm::product<gemm::scale_add>(K, V, m, Qx.data(), 1, Qx.outerStride(), dO.data(), dO.outerStride(), Dm.data(), V,
+                                       sc.egamma.data());
+      else
+        mul(add_t{}, K, V, m, Qx.data(), 1, Qx.outerStride(), dO.data(), dO.outerStride(), Dm.data(), V);
+    } else if (decayed) {
       for (index_t a = 0; a < K; ++a) Dm.row(a) *= sc.egamma(a);
     }
-    LINSTATE_PHASE(other);
-    if (any_r) {
-#if LINSTATE_GEMM_KERNEL
-      mul(add_t{}, K, V, m, Qx.data(), 1, Qx.outerStride(), dO.data(), dO.outerStride(), Dm.data(), V);
 #else
-      Dm.noalias() += Qx.transpose() * dO;
+    if (decayed)
+      for (index_t a = 0; a < K; ++a) Dm.row(a) *= sc.egamma(a);
+    if (any_r) Dm.noalias() += Qx.transpose() * dO;
 #endif
-    }
     LINSTATE_PHASE(gemm);
   }
   if (tg.dh0) Eigen::Map<RowMat>(tg.dh0, K, V) = Dm;

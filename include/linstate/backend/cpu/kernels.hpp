@@ -306,6 +306,33 @@ inline bool load_log_decay(const Scalar* g_row, float* __restrict dst, index_t K
   return floored;
 }
 
+//! One written step of the chunked forward's Γ: gs (fp64 running sum, [K]) += λ_t (load_log_decay<D>) and
+//! grow = float(gs), each Γ_t rounded once. With fp32 gates of a per-key decay on AVX2, 8 keys at a time by hand
+//! (compare, blend, widen, add, narrow: the plain form's operations, which GCC 12 does not vectorise because of
+//! the floor's select), so the same bits.
+template <class D, class Scalar>
+inline void gamma_sum_row(const Scalar* g_row, double* __restrict gs, float* __restrict grow, index_t K) {
+#if defined(__AVX2__) && !defined(LINSTATE_NO_GEMM_KERNEL)
+  if constexpr (decay_key<D> && std::is_same_v<Scalar, float>) {
+    if (K % 8 == 0) {
+      const __m256 F = _mm256_set1_ps(detail::chunked_log_decay_floor);
+      for (index_t a = 0; a < K; a += 8) {
+        const __m256 x = _mm256_loadu_ps(g_row + a);
+        const __m256 y = _mm256_blendv_ps(x, F, _mm256_cmp_ps(x, F, _CMP_LT_OQ));  // detail::chunked_log_decay
+        const __m256d lo = _mm256_add_pd(_mm256_loadu_pd(gs + a), _mm256_cvtps_pd(_mm256_castps256_ps128(y)));
+        const __m256d hi = _mm256_add_pd(_mm256_loadu_pd(gs + a + 4), _mm256_cvtps_pd(_mm256_extractf128_ps(y, 1)));
+        _mm256_storeu_pd(gs + a, lo), _mm256_storeu_pd(gs + a + 4, hi);
+        _mm256_storeu_ps(grow + a, _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo)));
+      }
+      return;
+    }
+  }
+#endif
+  load_log_decay<D>(g_row, grow, K);
+  for (index_t a = 0; a < K; ++a) gs[a] += grow[a];
+  for (index_t a = 0; a < K; ++a) grow[a] = static_cast<float>(gs[a]);
+}
+
 //! Largest decay span inside one chunk for which the intra-chunk scores are formed by a single
 //! matrix product (Q ⊙ e^{Γ}) (K ⊙ e^{−Γ})ᵀ: factors stay within e^{±40}, far from fp32 overflow,
 //! and each product term keeps full relative precision. Stronger decays take the sub-chunked path.
@@ -396,11 +423,9 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       float* grow = sc.G.row(i).data();
       double* __restrict gs = sc.gsum.data();
       if (i == 0) std::fill(gs, gs + K, 0.0);
-      if (w) {
-        load_log_decay<D>(src.g + (t * HV + tg.hv) * GW, grow, K);
-        for (index_t a = 0; a < K; ++a) gs[a] += grow[a];
-      }
-      for (index_t a = 0; a < K; ++a) grow[a] = static_cast<float>(gs[a]);
+      if (w) gamma_sum_row<D>(src.g + (t * HV + tg.hv) * GW, gs, grow, K);
+      else
+        for (index_t a = 0; a < K; ++a) grow[a] = static_cast<float>(gs[a]);
       // the row's exponentials while its values are in L1 (fused: no pass over whole chunk matrices
       // afterwards, no E = e^{Γ} matrix): Q ⊙ e^{Γ} into Kd's storage (unread rows: 0), and K ⊙ e^{−Γ}
       // (unwritten rows: 0), which the single-product form uses. Eigen's packet exp on each row, the
