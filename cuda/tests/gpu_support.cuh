@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <linstate/cuda.cuh>
 #include <type_traits>
@@ -79,6 +80,13 @@ linstate::device_buffer<T> upload(const tensor<T>& h) {
 }
 
 //! The inputs of `data` in element type Scalar (rounded from fp32 for bf16/fp16; fp32 state).
+//! Bit-for-bit equality of two tensors of the same type (memcmp).
+template <class T>
+bool same_bits(const tensor<T>& a, const tensor<T>& b) {
+  return a.shape() == b.shape() &&
+         (a.numel() == 0 || std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.numel()) * sizeof(T)) == 0);
+}
+
 template <class Scalar>
 struct host_inputs {
   const random_inputs& data;

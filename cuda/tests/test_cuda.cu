@@ -380,14 +380,6 @@ gpu_result<Scalar> pieces_run(const random_inputs& data, int pieces, char state_
   return gpu_result<Scalar>{download(o, data.output_shape()), std::move(state)};
 }
 
-//! Bit-for-bit equality of two tensors of the same type (memcmp).
-template <class T>
-bool same_bits(const tensor<T>& a, const tensor<T>& b) {
-  if (!(a.shape() == b.shape())) return false;
-  const std::size_t n = static_cast<std::size_t>(a.shape().numel());
-  return n == 0 || std::memcmp(a.data(), b.data(), n * sizeof(T)) == 0;
-}
-
 template <class Spec, class Scalar = Eigen::bfloat16, class Strategy = linstate::varlen>
 void check_pieces(const char* what, const random_inputs& data) {
   for (const char mode : {'s', 'n', 'i'}) {

@@ -212,12 +212,6 @@ void check_grads(const linstate::gradient_result<Scalar>& ref, const linstate::g
   });
 }
 
-template <class T>
-bool same_bits(const tensor<T>& a, const tensor<T>& b) {
-  return a.shape() == b.shape() &&
-         (a.numel() == 0 || std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.numel()) * sizeof(T)) == 0);
-}
-
 template <class Scalar>
 void check_same_bits(const linstate::gradient_result<Scalar>& a, const linstate::gradient_result<Scalar>& b) {
   for_each_grad(a, b, [](const char* name, const auto& x, const auto& y) {

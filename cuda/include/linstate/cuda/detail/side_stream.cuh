@@ -26,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "../check.cuh"
@@ -81,6 +82,10 @@ inline int sm_count(const char* api) {
   if (n == 0) check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute(multiprocessors)", api);
   return n;
 }
+
+//! Whether a grid of `blocks` blocks of at most one per SM (the sequential passes) leaves at least as
+//! many SMs free, so that a second such grid, or other work, can run beside it.
+inline bool leaves_room(std::int64_t blocks, const char* api) { return 2 * blocks <= sm_count(api); }
 
 //! A fork of `stream` into `stream` and side(); join() (or the destructor, on an exception's path)
 //! makes `stream` wait for everything enqueued on side() since the fork.

@@ -1200,14 +1200,17 @@ void enqueue_delta_state_pass(const delta_params<Dev>& p, cudaStream_t stream, c
   check_launch("delta_state_kernel", api);
 }
 
+//! Whether the backward may run its two sequential passes side by side at all (tests switch it off to
+//! compare with one stream; not thread-safe to change while another thread enqueues a call).
+inline bool delta_side_by_side_enabled = true;
+
 //! Whether the backward's two sequential passes — the states entering each chunk and the reverse scan,
 //! `blocks` blocks each, one per (stream, value head, value tile) — run side by side on two streams
 //! (side_stream.cuh). Only while both grids fit on the GPU at once: beyond that the second pass's
 //! blocks wait for the first's anyway (H200, SSE-GDN n4k1s at T = 32768, 320 blocks each: 18.89 →
 //! 18.97 ms side by side; GDN, 64 each: 11.98 → 9.82 ms; docs/benchmarks.md, session 11).
-inline bool delta_side_by_side_enabled = true;  //!< tests switch it off to compare with one stream (not thread-safe to change mid-call)
 inline bool delta_passes_side_by_side(index_t blocks, const char* api) {
-  return delta_side_by_side_enabled && 2 * blocks <= side_stream::sm_count(api);
+  return delta_side_by_side_enabled && side_stream::leaves_room(blocks, api);
 }
 
 //! Kernels 1–2: the per-chunk WY quantities and the states entering each chunk (and the final state).

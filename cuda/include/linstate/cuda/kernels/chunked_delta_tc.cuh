@@ -1260,10 +1260,13 @@ bool delta_tc_supported(const delta_params<Dev>& p) {
 //! another thread enqueues a call.
 inline int delta_tc_pieces_forced = 0;
 
+//! Chunks per stream from which the forward is cut into 2, 3 and 5 pieces (delta_tc_pipeline).
+inline constexpr index_t delta_tc_piece_steps[3] = {192, 384, 768};
+
 //! Whether a forward of `chunks` chunks over `streams` streams may be pipelined (forward.cuh then
 //! provides a carry in scratch where the call writes no final state).
 inline bool delta_tc_pipeline_possible(index_t chunks, index_t streams) {
-  return delta_tc_pieces_forced > 0 || (streams > 0 && chunks / streams >= 192);
+  return delta_tc_pieces_forced > 0 || (streams > 0 && chunks / streams >= delta_tc_piece_steps[0]);
 }
 
 //! Into how many pieces the tensor-core forward is pipelined: the prep of piece i + 1 runs beside the
@@ -1278,7 +1281,8 @@ inline int delta_tc_pipeline(index_t chunks, index_t streams, bool room) {
   if (delta_tc_pieces_forced > 0) n = delta_tc_pieces_forced;
   else if (room) {
     const index_t per = chunks / streams;
-    n = per < 192 ? 1 : per < 384 ? 2 : per < 768 ? 3 : 5;
+    const index_t* at = delta_tc_piece_steps;
+    n = per < at[0] ? 1 : per < at[1] ? 2 : per < at[2] ? 3 : 5;
   }
   return static_cast<int>(n < chunks ? n : chunks);
 }
@@ -1329,7 +1333,7 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
       };
       // pipelined where the state kernel leaves room beside it (its blocks ≤ half the SMs: 64 at B = 1,
       // H = 8, V = 128; SSE-GDN n4k1s, 320 blocks, ran 2.09 → 2.13 ms at T = 32768 in 4 pieces)
-      const bool room = 2 * static_cast<index_t>(grid.x) * grid.y * grid.z <= side_stream::sm_count(api);
+      const bool room = side_stream::leaves_room(static_cast<index_t>(grid.x) * grid.y * grid.z, api);
       const int pieces = p.carry || p.state_out ? delta_tc_pipeline(chunks, static_cast<index_t>(p.S) * p.P, room) : 1;
       if (pieces <= 1) {
         if (chunks > 0) prep(0, chunks, stream);
