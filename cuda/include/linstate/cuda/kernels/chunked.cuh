@@ -20,7 +20,10 @@
 //     w_j e^{Γ_t − Γ_j} (a scalar per pair). bf16 with gated_key takes warp_intra_tiles instead (the
 //     same blocks, each warp one 16×16 tile with its fragments formed in registers; the diagonal in
 //     split-bf16) and, where intra_fuses_u holds, also forms U_c below (then K̃ is not stored and
-//     kernel 2 does not run).
+//     kernel 2 does not run). That path (intra_warp_tiles_block) copies q, k, the gate rows and v in
+//     one round (cp.async), forms Γ from the staged gate rows, and then splits the block by warps
+//     with no barrier of the whole block: ten warps form A's lower tiles while the other six write
+//     Γ, e^{γ} and K̃ and form U_c (the off-diagonal tiles' warps then write Q̃).
 //  2. chunk_kstate_kernel — per chunk, head and 64-column V tile, the chunk's own contribution
 //       U_c = K̃ᵀ V                                         [K×V]   (SPEC §2.3 step 1, inner sum)
 //  3. chunk_scan_kernel   — per stream, head and 512-element slice of the state (16 chunks in flight
@@ -185,9 +188,10 @@ __device__ __forceinline__ void staged_for(int total, Load&& load, Store&& store
 //! |Γ| ≈ 500: 2e-5 relative, over SPEC §9.3's 1e-5; measured on the H200 by "chunked backward: strong
 //! decays ... stay exact"). After a floored gate (|Γ| ≥ 104) the error is fp32's spacing there, ≤ 1.4e-5.
 //! Ends with __syncthreads() (also for decay::none, so callers may rely on it).
-template <class D, int KP, class Dev>
-__device__ __forceinline__ void chunk_cumulative_decay(const Dev* g, int HV, int hv, int K, const chunk_record* recs, float* G,
-                                                       int ld = KP) {
+//! The gate row of record i is row(i) (a `const Dev*` to its gate_width entries: in global memory, or
+//! a copy staged in shared memory); chunk_cumulative_decay below passes the global rows.
+template <class D, int KP, class Row>
+__device__ __forceinline__ void chunk_cumulative_decay_rows(Row&& row, int K, const chunk_record* recs, float* G, int ld = KP) {
   static_assert(is_diagonal<D>, "linstate (cuda): the chunked GLA kernels run family::diagonal");
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   if constexpr (decay_key<D>) {
@@ -196,7 +200,7 @@ __device__ __forceinline__ void chunk_cumulative_decay(const Dev* g, int HV, int
         [&](int e) {
           const chunk_record& r = recs[e / KP];
           const int a = e % KP;
-          return (r.wr && a < K) ? detail::chunked_log_decay(to_f32(D::log_decay(g + r.hv * K, a))) : 0.f;
+          return (r.wr && a < K) ? detail::chunked_log_decay(to_f32(D::log_decay(row(e / KP), a))) : 0.f;
         },
         [&](int e, float x) { G[(e / KP) * ld + e % KP] = x; });
     __syncthreads();
@@ -213,7 +217,7 @@ __device__ __forceinline__ void chunk_cumulative_decay(const Dev* g, int HV, int
       }
     }
   } else if constexpr (decay_head<D>) {
-    if (tid < chunk_len) G[tid] = recs[tid].wr ? detail::chunked_log_decay(to_f32(D::log_decay(g + recs[tid].hv, 0))) : 0.f;
+    if (tid < chunk_len) G[tid] = recs[tid].wr ? detail::chunked_log_decay(to_f32(D::log_decay(row(tid), 0))) : 0.f;
     __syncthreads();
     if (tid == 0) {
       float acc = 0.f;
@@ -221,6 +225,15 @@ __device__ __forceinline__ void chunk_cumulative_decay(const Dev* g, int HV, int
     }
   }
   __syncthreads();
+}
+
+//! Γ from the gate tensor g [tokens, HV, gate_width] in global memory.
+template <class D, int KP, class Dev>
+__device__ __forceinline__ void chunk_cumulative_decay(const Dev* g, int HV, int hv, int K, const chunk_record* recs, float* G,
+                                                       int ld = KP) {
+  (void)HV, (void)hv;
+  const int width = decay_key<D> ? K : 1;  // gate_width: K per key, 1 per head
+  chunk_cumulative_decay_rows<D, KP>([&](int i) { return g + recs[i].hv * width; }, K, recs, G, ld);
 }
 
 //! Γ_t[a] (0 for decay::none).
@@ -656,7 +669,7 @@ struct intra_smem {
   using Op = Dev;
   static constexpr bool diag = decay_key<D> && !intra_warp_tiles<D, Dev>;  // the staged off-diagonal form
   int KP, ldq, ldx, ldf, ldg;
-  std::size_t recs, G, Qf, Kf, Xq, Yk, Kd, Af, bytes;
+  std::size_t recs, G, Qf, Kf, Xq, Yk, Kd, Af, Gr = 0, Vs = 0, bytes;
   __host__ __device__ explicit intra_smem(int K) {
     KP = round16(K), ldq = KP + op_pad<Dev>(), ldx = KP + op_pad<Op>(), ldf = chunk_len + 4;
     // Γ's rows padded by 8 floats for the warp tiles' 8-byte loads (rows g and g + 1 of a fragment
@@ -668,7 +681,11 @@ struct intra_smem {
     Kf = align128(Qf + static_cast<std::size_t>(chunk_len) * ldq * sizeof(Dev));
     Xq = align128(Kf + static_cast<std::size_t>(chunk_len) * ldq * sizeof(Dev));
     if constexpr (intra_warp_tiles<D, Dev>) {  // A goes from the warps' accumulators to global memory
-      Yk = Kd = Af = bytes = Xq;
+      // Gr [C][ldq]: the raw gate rows, staged with q and k (then K̃, U_c's operand); Vs [C][ldq]: v
+      Gr = Xq;
+      Vs = align128(Gr + static_cast<std::size_t>(chunk_len) * ldq * sizeof(Dev));
+      bytes = align128(Vs + static_cast<std::size_t>(chunk_len) * ldq * sizeof(Dev));
+      Yk = Kd = Af = Xq;
       return;
     }
     Yk = align128(Xq + (diag ? static_cast<std::size_t>(16) * ldx * sizeof(Op) : 0));
@@ -684,7 +701,7 @@ struct intra_smem {
 
 //! A of one chunk for bf16 inputs and gated_key decays, straight from the staged raw rows (Qf: q of
 //! reading rows, Kf: k of writing rows, both [C][ldq], 0 elsewhere and beyond K) and Γ ([C][ldg]):
-//! warp w of the block takes tile w of the 16 (4 × 4 sub-chunks of 16 rows); a lower tile (I, J), J ≤ I,
+//! one warp forms tile `task` of the 16 (4 × 4 sub-chunks of 16 rows, the 10 lower ones first); a lower tile (I, J), J ≤ I,
 //! is A_IJ = X_I · Y_IJᵀ with r = 16·I, X_I = q_I ⊙ e^{Γ_I − Γ_r} and Y_IJ = w_J k_J ⊙ e^{Γ_r − Γ_J}, each
 //! lane forming its own fragment elements (mma.sync m16n8k16 layouts) from shared memory:
 //!   * J < I: both factors ≤ 1, rounded to bf16 exactly as the staged form rounds them (one bf16 product);
@@ -693,25 +710,25 @@ struct intra_smem {
 //!   * J = I beyond diag_span (strong decays): every e^{Γ_t − Γ_j} per pair, fp32, lanes over the keys.
 //! An upper tile is zero. Ag: the chunk's [C][C] block of abuf (lower triangle, 0 above, bf16).
 template <int KP>
-__device__ __forceinline__ void warp_intra_tiles(const __nv_bfloat16* Qf, const __nv_bfloat16* Kf, int ldq, const float* G,
-                                                 int ldg, const chunk_record* recs, __nv_bfloat16* Ag) {
+__device__ __forceinline__ void warp_intra_tile(int task, const __nv_bfloat16* Qf, const __nv_bfloat16* Kf, int ldq, const float* G,
+                                                int ldg, const chunk_record* recs, __nv_bfloat16* Ag) {
   using x3_detail::mma_bf16_16816;
   using x3_detail::split2;
   constexpr int C = chunk_len, subs = C / 16, lower = subs * (subs + 1) / 2;
   static_assert(subs == 4, "warp_intra_tiles: 4 x 4 tiles of 16 x 16");
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   auto bf2 = [](const __nv_bfloat16* x) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x)); };
   auto f2 = [](const float* x) { return *reinterpret_cast<const float2*>(x); };
   auto pack = [](float x0, float x1) {
     const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
     return *reinterpret_cast<const unsigned*>(&h);
   };
-  for (int task = tid >> 5; task < subs * subs; task += static_cast<int>(blockDim.x) >> 5) {
+  {
     if (task >= lower) {  // an upper tile: (0,1) (0,2) (0,3) (1,2) (1,3) (2,3), zero; a lane stores 8 of its 256
       const int u = task - lower, I = u < 3 ? 0 : u < 5 ? 1 : 2, J = I + 1 + u - (I == 0 ? 0 : I == 1 ? 3 : 5);
       const int row = 16 * I + (lane >> 1), col = 16 * J + (lane & 1) * 8;
       *reinterpret_cast<uint4*>(Ag + row * C + col) = make_uint4(0u, 0u, 0u, 0u);
-      continue;
+      return;
     }
     int I = 0, J = task;
     while (J > I) J -= ++I;
@@ -747,7 +764,7 @@ __device__ __forceinline__ void warp_intra_tiles(const __nv_bfloat16* Qf, const 
           if (lane == 0) Ag[t * C + j] = __float2bfloat16_rn(acc);
         }
       }
-      continue;
+      return;
     }
     float w[2];
 #pragma unroll
@@ -808,6 +825,119 @@ __device__ __forceinline__ void warp_intra_tiles(const __nv_bfloat16* Qf, const 
   }
 }
 
+//! Waits at named barrier `id` (1 … 15; __syncthreads is 0) for `threads` threads (a multiple of 32):
+//! a barrier among some warps of the block, the others going on.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+//! chunk_intra_kernel for bf16 inputs and gated_key (intra_warp_tiles), after the records are loaded:
+//!   1. one round of copies, every one in flight at once (cp.async): q of the reading rows → Qf, k of
+//!      the writing rows → Kf, their raw gate rows → Gr, and (U_c) v of the writing rows → Vs;
+//!   2. Γ from the staged gate rows (chunk_cumulative_decay_rows: the same λ, the same sequential sum);
+//!   3. the block splits by warps, no barrier of the whole block after this point:
+//!      * warps 0 … 9: one lower tile of A each (warp_intra_tile); the four diagonal ones (split-bf16,
+//!        accurate exponentials: the longest) are then done, the six off-diagonal ones write Q̃ → qbuf;
+//!      * warps 10 … 15: the six upper tiles (zero), Γ → gambuf, e^{γ} → gbuf, K̃ → kbuf and (U_c) → Gr,
+//!        then, after a barrier of their own, U_c = K̃ᵀ V by 16 × 16 WMMA tiles → hbuf.
+//! Every value is the one the staged, whole-block order formed before (same operands, same operations,
+//! same order per element and per tile): the split changes when things happen, not what they are.
+template <class D, int KP, class Dev>
+__device__ __forceinline__ void intra_warp_tiles_block(const chunk_params<Dev>& p, index_t c, int hv, const device_source<Dev>& src,
+                                                       const intra_smem<D, Dev>& L, const chunk_record* recs, float* G, Dev* Qf,
+                                                       Dev* Kf, unsigned char* smem_raw) {
+  using Sop = state_op_t<Dev>;
+  constexpr int C = chunk_len, lower = (C / 16) * (C / 16 + 1) / 2, warps = intra_threads / 32;
+  static_assert(warps == (C / 16) * (C / 16), "intra_warp_tiles_block: one warp per 16 x 16 tile of A");
+  const int K = p.K, V = p.V, HV = p.HV, ldq = L.ldq, ldg = L.ldg;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5;
+  Dev* Gr = reinterpret_cast<Dev*>(smem_raw + L.Gr);  // [C][ldq] raw gate rows, then K̃
+  Dev* Vs = reinterpret_cast<Dev*>(smem_raw + L.Vs);  // [C][ldq] v of writing rows
+  auto qk = [&](int i) { return recs[i].qk; };
+  auto rd = [&](int i) { return recs[i].rd; };
+  auto wr = [&](int i) { return recs[i].wr; };
+
+  // 1. the copies
+  const bool vq = K % vec16<Dev> == 0 && aligned16(src.q) && aligned16(src.k);
+  const bool vg = K % vec16<Dev> == 0 && aligned16(src.g);
+  const bool vv = V % vec16<Dev> == 0 && aligned16(p.v);
+  stage_rows_async<Dev>(Qf, ldq, C, KP, src.q, K, vq, qk, rd);
+  stage_rows_async<Dev>(Kf, ldq, C, KP, src.k, K, vq, qk, wr);
+  stage_rows_async<Dev>(Gr, ldq, C, KP, src.g, K, vg, [&](int i) { return recs[i].hv * K; }, wr);
+  if (p.intra_u) stage_rows_async<Dev>(Vs, ldq, C, V, p.v, V, vv, [&](int i) { return recs[i].hv * V; }, wr);
+  stage_wait();
+  __syncthreads();
+  // 2. Γ (ends with a barrier)
+  chunk_cumulative_decay_rows<D, KP>([&](int i) { return static_cast<const Dev*>(Gr + i * ldq); }, K, recs, G, ldg);
+
+  // 3. the split: every warp its tile of A (warps ≥ lower an upper one, zero); then the warps of the
+  // diagonal tiles (the longest) are done, the six off-diagonal ones write Q̃, the six others Γ, e^{γ}
+  // and K̃ and form U_c (twelve warps on U_c measured slower: 452 → 476 µs, session 12)
+  Dev* Ag = p.abuf + (c * HV + hv) * static_cast<index_t>(C) * C;
+  const int task = warp, lane = tid & 31;
+  warp_intra_tile<KP>(task, Qf, Kf, ldq, G, ldg, recs, Ag);
+  int I = 0, J = task;
+  while (J > I) J -= ++I;
+  if (task < lower && I == J) return;
+  const bool offd = task < lower;                                // an off-diagonal tile's warp
+  const int gw = offd ? task - I : task - lower;                 // its warp index in its group (0 … 5)
+  constexpr int offd_threads = (lower - C / 16) * 32, others = (warps - lower) * 32;
+  const int ot = gw * 32 + lane;
+  if (offd) {  // Q̃ = q ⊙ e^{Γ} → qbuf
+    Sop* Qo = p.qbuf + (c * HV + hv) * static_cast<index_t>(C) * KP;
+    for (int e = ot; e < C * KP / 8; e += offd_threads) {
+      const int i = e / (KP / 8), a0 = (e % (KP / 8)) * 8;
+      float x[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int a = a0 + u;
+        x[u] = a < K ? to_f32(Qf[i * ldq + a]) * __expf(G[i * ldg + a]) : 0.f;
+      }
+      store8<Sop>(Qo + i * KP + a0, x);
+    }
+  } else {
+    if (p.gambuf) {  // Γ for the backward's gradient kernels, [C][KP] (16-byte stores)
+      float4* Gg = reinterpret_cast<float4*>(p.gambuf + (c * HV + hv) * static_cast<index_t>(gamma_floats<D>(KP)));
+      for (int e = ot; e < C * (KP / 4); e += others) Gg[e] = *reinterpret_cast<const float4*>(G + (e / (KP / 4)) * ldg + (e % (KP / 4)) * 4);
+    }
+    for (int a = ot; a < K; a += others) p.gbuf[(c * HV + hv) * K + a] = __expf(G[(C - 1) * ldg + a]);
+    // K̃ = w k ⊙ e^{γ − Γ} → kbuf (when wanted) and, for U_c, over the gate rows in Gr (used up by Γ)
+    if (p.kbuf || p.intra_u) {
+      Dev* Ko = p.kbuf ? p.kbuf + (c * HV + hv) * static_cast<index_t>(C) * KP : nullptr;
+      for (int e = ot; e < C * KP / 8; e += others) {
+        const int i = e / (KP / 8), a0 = (e % (KP / 8)) * 8;
+        float x[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int a = a0 + u;
+          x[u] = a < K ? to_f32(Kf[i * ldq + a]) * (recs[i].w * __expf(G[(C - 1) * ldg + a] - G[i * ldg + a])) : 0.f;
+        }
+        if (Ko) store8<Dev>(Ko + i * KP + a0, x);
+        if (p.intra_u) store8<Dev>(Gr + i * ldq + a0, x);
+      }
+    }
+  }
+  if (offd || !p.intra_u) return;
+  named_barrier(1, others);  // K̃ complete (Vs since the block's barrier above)
+  namespace w = nvcuda::wmma;
+  float* U = p.hbuf + (c * HV + hv) * static_cast<index_t>(K) * V;
+  const int tv = V / 16, tiles = (K / 16) * tv;
+  for (int tile = gw; tile < tiles; tile += others / 32) {
+    const int a0 = (tile / tv) * 16, v0 = (tile % tv) * 16;
+    w::fragment<w::accumulator, 16, 16, 16, float> acc;
+    w::fill_fragment(acc, 0.f);
+#pragma unroll
+    for (int k0 = 0; k0 < C; k0 += 16) {
+      w::fragment<w::matrix_a, 16, 16, 16, Dev, w::col_major> fa;  // K̃ᵀ: (a, i) at Gr[i·ldq + a]
+      w::fragment<w::matrix_b, 16, 16, 16, Dev, w::row_major> fb;  // V: (i, v) at Vs[i·ldq + v]
+      w::load_matrix_sync(fa, Gr + k0 * ldq + a0, static_cast<unsigned>(ldq));
+      w::load_matrix_sync(fb, Vs + k0 * ldq + v0, static_cast<unsigned>(ldq));
+      w::mma_sync(acc, fa, fb, acc);
+    }
+    w::store_matrix_sync(U + static_cast<index_t>(a0) * V + v0, acc, static_cast<unsigned>(V), w::mem_row_major);
+  }
+}
+
 template <class D, class Dev, int KP>
 __global__ void __launch_bounds__(intra_threads, intra_warp_tiles<D, Dev> ? 2 : 1) chunk_intra_kernel(const chunk_params<Dev> p) {
   using Op = Dev;
@@ -829,6 +959,10 @@ __global__ void __launch_bounds__(intra_threads, intra_warp_tiles<D, Dev> ? 2 : 
   const device_source<Dev> src = at.is_shared ? p.shr : p.main;
   load_records(p, c, at, h, hv, recs);
   __syncthreads();
+  if constexpr (intra_warp_tiles<D, Dev>) {
+    intra_warp_tiles_block<D, KP>(p, c, hv, src, L, recs, G, Qf, Kf, smem_raw);
+    return;
+  }
   const bool vq = K % vec16<Dev> == 0 && aligned16(src.q) && aligned16(src.k);
   stage_rows<Dev>(Qf, L.ldq, chunk_len, KP, src.q, K, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].rd; });
   stage_rows<Dev>(Kf, L.ldq, chunk_len, KP, src.k, K, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].wr; });
@@ -880,40 +1014,7 @@ __global__ void __launch_bounds__(intra_threads, intra_warp_tiles<D, Dev> ? 2 : 
   }
 
   if constexpr (intra_warp_tiles<D, Dev>) {
-    warp_intra_tiles<KP>(Qf, Kf, L.ldq, G, ldg, recs, p.abuf + (c * HV + hv) * static_cast<index_t>(chunk_len) * chunk_len);
-    if (p.intra_u) {  // U_c = K̃ᵀ V (chunk_kstate_kernel's product, the same operands) straight into hbuf
-      __syncthreads();  // the tiles are done with the raw rows: K̃ replaces k, V replaces q
-      for (int e = tid; e < chunk_len * KP / 8; e += nt) {
-        const int i = e / (KP / 8), a0 = (e % (KP / 8)) * 8;
-        float x[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) x[u] = ktilde(i, a0 + u);
-        store8<Op>(Kf + i * L.ldq + a0, x);  // each thread rewrites only the elements it read
-      }
-      const int V = p.V;
-      const bool vv = V % vec16<Dev> == 0 && aligned16(p.v);
-      stage_rows<Dev>(Qf, L.ldq, chunk_len, V, p.v, V, vv, [&](int i) { return recs[i].hv * V; },
-                      [&](int i) { return recs[i].wr; });
-      __syncthreads();
-      namespace w = nvcuda::wmma;
-      float* U = p.hbuf + (c * HV + hv) * static_cast<index_t>(K) * V;
-      const int tv = V / 16, tiles = (K / 16) * tv;
-      for (int tile = tid >> 5; tile < tiles; tile += nt >> 5) {
-        const int a0 = (tile / tv) * 16, v0 = (tile % tv) * 16;
-        w::fragment<w::accumulator, 16, 16, 16, float> acc;
-        w::fill_fragment(acc, 0.f);
-#pragma unroll
-        for (int k0 = 0; k0 < chunk_len; k0 += 16) {
-          w::fragment<w::matrix_a, 16, 16, 16, Op, w::col_major> fa;  // K̃ᵀ: (a, i) at Kf[i·ldq + a]
-          w::fragment<w::matrix_b, 16, 16, 16, Op, w::row_major> fb;  // V: (i, v) at Qf[i·ldq + v]
-          w::load_matrix_sync(fa, Kf + k0 * L.ldq + a0, static_cast<unsigned>(L.ldq));
-          w::load_matrix_sync(fb, Qf + k0 * L.ldq + v0, static_cast<unsigned>(L.ldq));
-          w::mma_sync(acc, fa, fb, acc);
-        }
-        w::store_matrix_sync(U + static_cast<index_t>(a0) * V + v0, acc, static_cast<unsigned>(V), w::mem_row_major);
-      }
-    }
-    return;  // A is stored
+    return;  // (intra_warp_tiles_block above)
   } else if constexpr (decay_key<D>) {
     // diagonal blocks first (they write Af's diagonal 16×16 blocks; the products below the others).
     // Per sub-block: the factorised fp32 form when its Γ spans at most diag_span, else per pair.
