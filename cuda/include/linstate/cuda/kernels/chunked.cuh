@@ -1247,31 +1247,50 @@ __global__ void __launch_bounds__(output_threads) chunk_output_kernel(const chun
   const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
   const int j0 = static_cast<int>(blockIdx.z) * TV;
 
-  const chunk_where at = locate_chunk(p, c);
-  load_records(p, c, at, h, hv, recs);
+  // Q̃, A and H_c do not depend on the records: their copies go out first (cp.async, all in flight at
+  // once), then the records, then v of the writing records; one wait for all of them.
   const index_t ch = c * HV + hv;
   auto all = [](int) { return true; };
-  stage_rows<Sop>(Xs, L.ldx, chunk_len, KP, p.qbuf + ch * chunk_len * KP, KP, true,
-                  [](int i) { return static_cast<index_t>(i) * KP; }, all);
-  stage_rows<Op>(Ao, L.lda, chunk_len, chunk_len, p.abuf + ch * chunk_len * chunk_len, chunk_len, true,
-                 [](int i) { return static_cast<index_t>(i) * chunk_len; }, all);
+  stage_rows_async<Sop>(Xs, L.ldx, chunk_len, KP, p.qbuf + ch * chunk_len * KP, KP, true,
+                        [](int i) { return static_cast<index_t>(i) * KP; }, all);
+  stage_rows_async<Op>(Ao, L.lda, chunk_len, chunk_len, p.abuf + ch * chunk_len * chunk_len, chunk_len, true,
+                       [](int i) { return static_cast<index_t>(i) * chunk_len; }, all);
   if (p.hsbuf) {  // H_c [K, V] columns [j0, j0 + TV), rounded by the scan already
     const Sop* Hs = p.hsbuf + ch * static_cast<index_t>(K) * V;
     const bool vh = V % vec16<Sop> == 0 && aligned16(p.hsbuf);
-    stage_rows<Sop>(Ys, L.ldy, KP, TV, Hs + j0, V - j0, vh, [&](int a) { return static_cast<index_t>(a) * V; },
-                    [&](int a) { return a < K; });
+    stage_rows_async<Sop>(Ys, L.ldy, KP, TV, Hs + j0, V - j0, vh, [&](int a) { return static_cast<index_t>(a) * V; },
+                          [&](int a) { return a < K; });
   } else {  // H_c [K, V] columns [j0, j0 + TV), fp32 → Sop
     stage_state<Sop>(Ys, L.ldy, p.hbuf + ch * static_cast<index_t>(K) * V, K, V, 0, KP, j0, TV);
   }
+  const chunk_where at = locate_chunk(p, c);
+  load_records(p, c, at, h, hv, recs);
   __syncthreads();  // recs ready
   {  // V rows of writing records
     const bool vv = V % vec16<Dev> == 0 && aligned16(p.v);
-    stage_rows<Op>(Vo, L.ldy, chunk_len, TV, p.v + j0, V - j0, vv, [&](int i) { return recs[i].hv * V; },
-                   [&](int i) { return recs[i].wr; });
+    stage_rows_async<Op>(Vo, L.ldy, chunk_len, TV, p.v + j0, V - j0, vv, [&](int i) { return recs[i].hv * V; },
+                         [&](int i) { return recs[i].wr; });
   }
+  stage_wait();
   __syncthreads();
   tile_mma2<row_major_t, row_major_t>(Of, L.ldf, Xs, L.ldx, Ys, L.ldy, KP, Ao, L.lda, Vo, L.ldy, chunk_len, chunk_len, TV);
   __syncthreads();
+  if (p.R == 1 && j0 + TV <= V && V % 8 == 0 && aligned16(p.o)) {  // 8 outputs per thread, one 16-byte store (bf16, fp16)
+    static_assert(TV % 8 == 0);
+    for (int e = tid; e < chunk_len * (TV / 8); e += nt) {
+      const int i = e / (TV / 8), jj = (e % (TV / 8)) * 8;
+      const chunk_record& r = recs[i];
+      if (!r.rd) continue;
+      float x[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) x[u] = Of[i * L.ldf + jj + u] * r.r;
+      if constexpr (sizeof(Dev) == 2) store8<Dev>(p.o + r.hv * V + j0 + jj, x);
+      else
+#pragma unroll
+        for (int u = 0; u < 8; ++u) p.o[r.hv * V + j0 + jj + u] = from_f32<Dev>(x[u]);
+    }
+    return;
+  }
   for (int e = tid; e < chunk_len * TV; e += nt) {
     const int i = e / TV, jj = e % TV, j = j0 + jj;
     const chunk_record& r = recs[i];
