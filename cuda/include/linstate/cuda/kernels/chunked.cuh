@@ -825,6 +825,14 @@ __device__ __forceinline__ void warp_intra_tile(int task, const __nv_bfloat16* Q
   }
 }
 
+//! ldmatrix.x4.trans: four 8 × 8 bf16 blocks of shared memory, transposed into mma fragments; lane l
+//! gives the address of row l % 8 of block l / 8 (16-byte aligned rows).
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* s) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(s))));
+}
+
 //! Waits at named barrier `id` (1 … 15; __syncthreads is 0) for `threads` threads (a multiple of 32):
 //! a barrier among some warps of the block, the others going on.
 __device__ __forceinline__ void named_barrier(int id, int threads) {
@@ -839,7 +847,7 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
 //!      * warps 0 … 9: one lower tile of A each (warp_intra_tile); the four diagonal ones (split-bf16,
 //!        accurate exponentials: the longest) are then done, the six off-diagonal ones write Q̃ → qbuf;
 //!      * warps 10 … 15: the six upper tiles (zero), Γ → gambuf, e^{γ} → gbuf, K̃ → kbuf and (U_c) → Gr,
-//!        then, after a barrier of their own, U_c = K̃ᵀ V by 16 × 16 WMMA tiles → hbuf.
+//!        then, after a barrier of their own, U_c = K̃ᵀ V by 16 × 16 tiles (mma.sync, ldmatrix.trans) → hbuf.
 //! Every value is the one the staged, whole-block order formed before (same operands, same operations,
 //! same order per element and per tile): the split changes when things happen, not what they are.
 template <class D, int KP, class Dev>
@@ -919,22 +927,30 @@ __device__ __forceinline__ void intra_warp_tiles_block(const chunk_params<Dev>& 
   }
   if (offd || !p.intra_u) return;
   named_barrier(1, others);  // K̃ complete (Vs since the block's barrier above)
-  namespace w = nvcuda::wmma;
+  // U_c's 16 × 16 tiles, two m16n8k16 products per 16 rows of the chunk; both operands are the
+  // transposes of their staged rows (the product runs over the chunk's rows), loaded by ldmatrix.trans:
+  // matrix l / 8 of a lane's x4 load is its row l % 8 of the 8 × 8 block at (+8 rows if bit 1 / bit 0).
+  using x3_detail::mma_bf16_16816;
   float* U = p.hbuf + (c * HV + hv) * static_cast<index_t>(K) * V;
-  const int tv = V / 16, tiles = (K / 16) * tv;
+  const int tv = V / 16, tiles = (K / 16) * tv, g = lane >> 2, t2 = (lane & 3) * 2, l8 = lane & 7, mi = lane >> 3;
   for (int tile = gw; tile < tiles; tile += others / 32) {
     const int a0 = (tile / tv) * 16, v0 = (tile % tv) * 16;
-    w::fragment<w::accumulator, 16, 16, 16, float> acc;
-    w::fill_fragment(acc, 0.f);
+    float d[2][4] = {};
 #pragma unroll
     for (int k0 = 0; k0 < C; k0 += 16) {
-      w::fragment<w::matrix_a, 16, 16, 16, Dev, w::col_major> fa;  // K̃ᵀ: (a, i) at Gr[i·ldq + a]
-      w::fragment<w::matrix_b, 16, 16, 16, Dev, w::row_major> fb;  // V: (i, v) at Vs[i·ldq + v]
-      w::load_matrix_sync(fa, Gr + k0 * ldq + a0, static_cast<unsigned>(ldq));
-      w::load_matrix_sync(fb, Vs + k0 * ldq + v0, static_cast<unsigned>(ldq));
-      w::mma_sync(acc, fa, fb, acc);
+      unsigned af[4], bf[4];
+      ldsm_x4_trans(af, Gr + (k0 + l8 + (mi >> 1) * 8) * ldq + a0 + (mi & 1) * 8);  // K̃ᵀ rows a0 …, columns k0 …
+      ldsm_x4_trans(bf, Vs + (k0 + l8 + (mi & 1) * 8) * ldq + v0 + (mi >> 1) * 8);  // V rows k0 …, columns v0 …
+      const unsigned b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+      mma_bf16_16816(d[0], af, b0);
+      mma_bf16_16816(d[1], af, b1);
     }
-    w::store_matrix_sync(U + static_cast<index_t>(a0) * V + v0, acc, static_cast<unsigned>(V), w::mem_row_major);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float* u = U + static_cast<index_t>(a0 + g) * V + v0 + 8 * h + t2;
+      *reinterpret_cast<float2*>(u) = make_float2(d[h][0], d[h][1]);
+      *reinterpret_cast<float2*>(u + 8 * static_cast<index_t>(V)) = make_float2(d[h][2], d[h][3]);
+    }
   }
 }
 

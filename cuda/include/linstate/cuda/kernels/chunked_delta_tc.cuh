@@ -432,11 +432,7 @@ __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* s) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(s)));
 }
-__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* s) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(s)));
-}
+// (ldsm_x4_trans: chunked.cuh)
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
