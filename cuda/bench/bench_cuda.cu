@@ -110,7 +110,8 @@ struct config {
   std::vector<std::string> strategies{"varlen", "mask"};
   bool flush = true, delta = false;
   int pieces = 0;                     // --pieces: the delta rule's bf16 forward pipeline (0: the library's choice)
-  std::string decode_path = "auto";  // --decode-path: auto (the library's choice), fused, three-kernel
+  std::string decode_path = "auto";  // --decode-path: auto (the library's choice), fused, stream, three-kernel
+  int decode_variant = 0;             // --decode-variant: decode_stream_kernel's variant (measurements)
   std::string out;
 
   bool has(const std::vector<std::string>& v, const std::string& x) const { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -148,8 +149,10 @@ void usage() {
       "  --no-flush                          do not flush the L2 before timed calls\n"
       "  --delta                             prefill/train also for the gated delta rule (gdn, sse_gdn_n4k1s)\n"
       "  --pieces=0                          the delta rule's bf16 forward in N pipelined pieces (0: the library's choice)\n"
-      "  --decode-path=auto                  decode: 'fused' takes the decode step kernel at every size,\n"
-      "                                      'three-kernel' never (router, recurrent, combine; for comparisons)\n"
+      "  --decode-path=auto                  decode: 'fused' takes the register-tile decode kernel (decode.cuh) at\n"
+      "                                      every size, 'stream' the streamed one (decode_stream.cuh) wherever it\n"
+      "                                      applies, 'three-kernel' neither (router, recurrent, combine; comparisons)\n"
+      "  --decode-variant=0                  decode_stream_kernel's variant (rows in flight, register cap)\n"
       "  --out=file.csv                      one CSV row per measurement\n");
 }
 
@@ -175,7 +178,9 @@ config parse(int argc, char** argv) {
     else if (key == "--no-flush") c.flush = false;
     else if (key == "--delta") c.delta = true;
     else if (key == "--pieces") c.pieces = std::atoi(val.c_str());
-    else if (key == "--decode-path" && (val == "auto" || val == "fused" || val == "three-kernel")) c.decode_path = val;
+    else if (key == "--decode-path" && (val == "auto" || val == "fused" || val == "stream" || val == "three-kernel"))
+      c.decode_path = val;
+    else if (key == "--decode-variant") c.decode_variant = std::atoi(val.c_str());
     else if (key == "--out") c.out = val;
     else if (key == "--strategies") c.strategies = split(val);
     else if (key == "--Ns") {
@@ -497,8 +502,11 @@ void run_decode(bench_context& ctx, const variant_info& vi, index_t B) {
 
 void run_decodes(bench_context& ctx) {
   namespace cd = linstate::cuda_detail;
-  cd::decode_fused_enabled = ctx.cfg.decode_path != "three-kernel";
+  cd::decode_fused_enabled = ctx.cfg.decode_path == "auto" || ctx.cfg.decode_path == "fused";
+  cd::decode_stream_enabled = ctx.cfg.decode_path == "auto" || ctx.cfg.decode_path == "stream";
+  cd::decode_stream_variant = ctx.cfg.decode_variant;
   if (ctx.cfg.decode_path == "fused") cd::decode_fused_max_n = 64, cd::decode_fused_max_tasks = index_t{1} << 40;
+  if (ctx.cfg.decode_path == "stream") cd::decode_stream_max_n = 64, cd::decode_stream_min_tasks = 0;
   for (index_t B : ctx.cfg.batch)
     for_each_variant(ctx.cfg, [&](auto tag, const variant_info& vi) { run_decode<typename decltype(tag)::type>(ctx, vi, B); });
 }

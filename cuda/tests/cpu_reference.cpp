@@ -70,5 +70,10 @@ template void cpu_forward_in_place<sse_n4k1s, bf16>(const inputs<bf16>&, const t
 template void cpu_forward_in_place<gla, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
 template void cpu_forward_in_place<gla, bf16>(const inputs<bf16>&, const tensor_view<float>&, const tensor_view<bf16>&);
 template void cpu_forward_in_place<gdn, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
+template void cpu_forward_in_place<sse_w1r3, bf16>(const inputs<bf16>&, const tensor_view<float>&, const tensor_view<bf16>&);
+template void cpu_forward_in_place<sse_none_s, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
+template void cpu_forward_in_place<sse_scalar_w2r1, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
+template void cpu_forward_in_place<gla_none, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
+template void cpu_forward_in_place<gla_scalar, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
 
 }  // namespace linstate_cuda_test

@@ -658,6 +658,15 @@ TEST_CASE("decode step: unselected partitions are neither read nor written (NaN-
   check_decode_step<sse_w1r3>({.B = 4, .T = 1, .H = 1, .HV = 1, .K = 32, .V = 32}, 32);
   check_decode_step<sse_gdn>({.B = 4, .T = 1, .H = 2, .HV = 2, .K = 64, .V = 64}, 33);
   check_decode_step<sse_n4k1s, Eigen::bfloat16>({.B = 8, .T = 1, .H = 2, .HV = 2, .K = 128, .V = 128}, 34);
+  // S·HV ≥ 129: the streamed decode kernel (kernels/decode_stream.cuh), the library's choice
+  check_decode_step<sse_n4k1s, Eigen::bfloat16>({.B = 72, .T = 1, .H = 2, .HV = 2, .K = 128, .V = 128}, 134);
+  check_decode_step<sse_n8k2>({.B = 40, .T = 1, .H = 2, .HV = 4, .K = 40, .V = 72, .N = 8}, 135);
+  check_decode_step<sse_w1r3>({.B = 1, .T = 160, .H = 1, .HV = 1, .K = 32, .V = 32}, 136,
+                              [] {  // 200 sequences, every fifth empty
+                                std::vector<std::int64_t> cu{0};
+                                for (int i = 0; cu.back() < 160; ++i) cu.push_back(cu.back() + (i % 5 == 2 ? 0 : 1));
+                                return cu;
+                              }());
   // packed: one token per sequence, two sequences empty
   check_decode_step<sse_n4k1s>({.B = 1, .T = 3, .H = 2, .HV = 2, .K = 32, .V = 32}, 36, {0, 1, 1, 2, 2, 3});
   check_decode_step<sse_w2r1s>({.B = 1, .T = 3, .H = 1, .HV = 2, .K = 32, .V = 32}, 37, {0, 0, 1, 2, 3});
@@ -666,10 +675,12 @@ TEST_CASE("decode step: unselected partitions are neither read nor written (NaN-
   check_decode_step<sse_vdecay>({.B = 1, .T = 3, .H = 2, .HV = 2, .K = 32, .V = 32}, 39, {0, 1, 1, 2, 2, 3});
 }
 
-//! The decode step's kernel (kernels/decode.cuh: routing, the touched partitions and the sum of the read
-//! slots in one launch) against the three-kernel path (router → recurrent → combine, the fused step
-//! switched off) bit for bit, against itself (two runs, bit for bit) and against the CPU step. `bad`:
-//! a sequence whose router logits get an inf (then only the fused and unfused paths are compared).
+//! The decode step's kernels (kernels/decode.cuh, the register tile, and kernels/decode_stream.cuh, the
+//! streamed rows: routing, the touched partitions and the sum of the read slots in one launch), each
+//! taken at every size where it applies, against the three-kernel path (router → recurrent → combine,
+//! both switched off) bit for bit, the streamed kernel against itself (two runs, bit for bit), and
+//! against the CPU step. `bad`: a sequence whose router logits get an inf (then only the paths are
+//! compared with each other).
 template <class Spec, class Scalar = float>
 void check_decode_kernel(const sizes& d, std::uint64_t seed, std::vector<std::int64_t> cu = {}, index_t bad = -1) {
   random_inputs data = make<Spec>(d, seed, /*h0=*/true, std::move(cu));
@@ -679,30 +690,42 @@ void check_decode_kernel(const sizes& d, std::uint64_t seed, std::vector<std::in
   device_inputs<Scalar> din(in);
   const linstate::shape_t os = data.output_shape(), ss = data.state_shape();
   namespace cd = linstate::cuda_detail;
-  auto step = [&](bool fused) {
-    // fused: the decode step kernel at any size and N (the library takes it for small routed steps only)
-    cd::decode_fused_enabled = fused;
-    const int max_n = cd::decode_fused_max_n;
-    const index_t max_tasks = cd::decode_fused_max_tasks;
+  // 0: the three-kernel path; 1: decode_kernel at any size and N; 2: decode_stream_kernel at any size
+  // and N where it applies (else the three-kernel path), the library's variant; 3: the same with its
+  // 64-register variant (K = V = 128)
+  auto step = [&](int path) {
+    const int max_n = cd::decode_fused_max_n, smax_n = cd::decode_stream_max_n;
+    const index_t max_tasks = cd::decode_fused_max_tasks, smin_tasks = cd::decode_stream_min_tasks;
+    cd::decode_fused_enabled = path == 1, cd::decode_stream_enabled = path >= 2;
+    cd::decode_stream_variant = path == 3 ? 1 : 0;
     cd::decode_fused_max_n = 64, cd::decode_fused_max_tasks = index_t{1} << 40;
+    cd::decode_stream_max_n = 64, cd::decode_stream_min_tasks = 0;
     auto d_state = upload(data.initial_state);
     linstate::device_buffer<Scalar> d_o(static_cast<std::size_t>(os.numel()));
     cuda_ok(cudaMemset(d_o.data(), 0x7f, d_o.size() * sizeof(Scalar)));
     linstate::forward_in_place<Spec>(linstate::cuda{}, din.in, d_state.view(ss), d_o.view(os));
     cd::decode_fused_enabled = true, cd::decode_fused_max_n = max_n, cd::decode_fused_max_tasks = max_tasks;
+    cd::decode_stream_enabled = true, cd::decode_stream_max_n = smax_n, cd::decode_stream_min_tasks = smin_tasks;
+    cd::decode_stream_variant = 0;
     cuda_ok(cudaDeviceSynchronize());
     return std::make_pair(download(d_o, os), download(d_state, ss));
   };
   auto same = [](const auto& a, const auto& b) {
     return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.numel()) * sizeof(a.data()[0])) == 0;
   };
-  const auto [o1, s1] = step(true);
-  const auto [o2, s2] = step(true);
-  const auto [o3, s3] = step(false);
+  const auto [o1, s1] = step(2);
+  const auto [o2, s2] = step(2);
+  const auto [o3, s3] = step(0);
+  const auto [o4, s4] = step(1);
+  const auto [o5, s5] = step(3);
   CHECK(same(o1, o2));
   CHECK(same(s1, s2));
   CHECK(same(o1, o3));
   CHECK(same(s1, s3));
+  CHECK(same(o4, o3));
+  CHECK(same(s4, s3));
+  CHECK(same(o5, o3));
+  CHECK(same(s5, s3));
   if (bad >= 0) {
     const index_t row = d.HV * d.V;
     for (index_t i = 0; i < row; ++i) CHECK(std::isnan(static_cast<float>(o1[bad * row + i])));
@@ -738,6 +761,16 @@ TEST_CASE("decode step kernel: bit-identical to the three-kernel path and betwee
   check_decode_kernel<sse_n4k1s>({.B = 1, .T = 4, .H = 2, .HV = 2, .K = 128, .V = 128}, 72, {0, 1, 1, 2, 3, 3, 4});
   check_decode_kernel<sse_n4k1s>({.B = 4, .T = 1, .H = 1, .HV = 2, .K = 128, .V = 128}, 73, {}, 2);
   check_decode_kernel<sse_w1r3>({.B = 3, .T = 1, .H = 1, .HV = 1, .K = 32, .V = 32}, 74, {}, 1);
+  // the other gates (none, per head) and V over one 128-column tile of the streamed kernel
+  check_decode_kernel<sse_none_s>({.B = 4, .T = 1, .H = 2, .HV = 2, .K = 64, .V = 64}, 75);
+  check_decode_kernel<sse_scalar_w2r1>({.B = 4, .T = 1, .H = 1, .HV = 2, .K = 96, .V = 40}, 76);
+  check_decode_kernel<gla_scalar>({.B = 2, .T = 1, .H = 2, .HV = 2, .K = 64, .V = 64}, 77);
+  check_decode_kernel<gla_none>({.B = 2, .T = 1, .H = 2, .HV = 2, .K = 32, .V = 32}, 78);
+  check_decode_kernel<sse_n4k1s>({.B = 3, .T = 1, .H = 2, .HV = 2, .K = 64, .V = 200}, 79);
+  check_decode_kernel<gla, Eigen::bfloat16>({.B = 2, .T = 1, .H = 1, .HV = 2, .K = 128, .V = 256}, 80);
+  // the library's own choice at B = 128 (the streamed kernel), fp32 and bf16, no shared partition
+  check_decode_kernel<sse_n4k1s>({.B = 128, .T = 1, .H = 2, .HV = 2, .K = 128, .V = 128}, 81);
+  check_decode_kernel<sse_w1r3, Eigen::bfloat16>({.B = 128, .T = 1, .H = 1, .HV = 2, .K = 128, .V = 128}, 82);
 }
 
 TEST_CASE("prefill, then decode steps in place, as on the CPU") {

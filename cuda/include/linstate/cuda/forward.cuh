@@ -30,7 +30,9 @@
 // linstate::recurrent or automatic — one kernel, kernels/decode.cuh: routing (the router policy's
 // R::route, in the kernel), the touched partitions and the sum of the read slots, no scratch memory
 // (a routing router: small steps only, N ≤ 8 and S·HV ≤ 128 (decode_fused_max_*); one partition
-// without a router, GLA or the delta rule: every step).
+// without a router, GLA or the delta rule: every step); for the diagonal family from S·HV = 128 up
+// (N ≤ 16) instead kernels/decode_stream.cuh, which streams the state with 16-byte loads
+// (decode_stream_*).
 // Otherwise the router (a routing router, e.g. router::top_k) in one kernel; then, for
 // linstate::recurrent, for K > 128 and for linstate::automatic when no sequence is longer than 64
 // tokens (a decode step, a short prompt), the recurrent kernel (kernels/recurrent.cuh; for a decode step only on the partitions each
@@ -73,6 +75,7 @@
 #include "kernels/chunked_delta.cuh"
 #include "kernels/chunked_delta_tc.cuh"
 #include "kernels/decode.cuh"
+#include "kernels/decode_stream.cuh"
 #include "kernels/generic.cuh"
 #include "kernels/records.cuh"
 #include "kernels/recurrent.cuh"
@@ -212,18 +215,32 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   // in one launch, no scratch but the device copy of cu_seqlens; or one partition without routing (GLA).
   const int rec_warps = static_cast<int>((pb.K + rows_per_warp - 1) / rows_per_warp);
   const int decode_groups = R::routes ? (pb.shared ? 1 : 0) + std::max(pb.kw, pb.kr) : 1;
-  bool fused = false;
+  bool fused = false, streamed = false;
   if constexpr (!generic) {
-    const bool step = longest <= 1 && (in_place || state_out == nullptr) && !chunked && decode_fused_enabled &&
-                      decode_groups * rec_warps <= max_warps && pb.S * pb.HV * ((pb.V + tile_v - 1) / tile_v) <= 2147483647;
+    const bool one_step = longest <= 1 && (in_place || state_out == nullptr) && !chunked;
+    const bool step = one_step && decode_fused_enabled && decode_groups * rec_warps <= max_warps &&
+                      pb.S * pb.HV * ((pb.V + tile_v - 1) / tile_v) <= 2147483647;
     if constexpr (R::routes) fused = step && pb.N <= decode_fused_max_n && pb.S * pb.HV <= decode_fused_max_tasks;
     else fused = step && pb.P == 1 && !pb.shared;
+    // the streamed decode kernel (kernels/decode_stream.cuh): the diagonal family on large steps
+    if constexpr (is_diagonal<D>) {
+      const auto aligned = [](const float* x) { return reinterpret_cast<std::uintptr_t>(x) % 16 == 0; };
+      bool st = one_step && decode_stream_enabled && pb.S * pb.HV >= decode_stream_min_tasks && pb.V % 4 == 0 &&
+                aligned(state_in) && aligned(state_out) && decode_groups * rec_warps <= stream_max_warps &&
+                pb.S * pb.HV <= 2147483647 && (pb.V + stream_cols - 1) / stream_cols <= 65535;
+      const int routed_groups = R::routes ? decode_groups - (pb.shared ? 1 : 0) : 0;
+      st = st && decode_stream_smem_bytes(decode_groups, routed_groups, rec_warps, R::routes ? static_cast<int>(pb.N) : 0) <= 48 * 1024;
+      if constexpr (R::routes) st = st && pb.N <= decode_stream_max_n;
+      else st = st && pb.P == 1 && !pb.shared;
+      if (st) streamed = true, fused = false;
+    }
   }
   const record_plan rplan = chunked ? plan_records(pb, chunk_len) : record_plan{};
 
   // --- one scratch allocation: cu_seqlens, routing tables, partial outputs ----------------------
-  const std::size_t n_route = routed && !fused ? static_cast<std::size_t>(tokens * pb.N) : 0;
-  const std::size_t n_part = direct || fused ? 0 : static_cast<std::size_t>(tokens * pb.HV * R_read * pb.V);
+  const bool one_kernel = fused || streamed;
+  const std::size_t n_route = routed && !one_kernel ? static_cast<std::size_t>(tokens * pb.N) : 0;
+  const std::size_t n_part = direct || one_kernel ? 0 : static_cast<std::size_t>(tokens * pb.HV * R_read * pb.V);
   scratch_layout lay;
   const std::size_t at_seq = lay.add(in.cu_seqlens.empty() ? 0 : pb.seq.size() * sizeof(index_t));
   const std::size_t at_w = lay.add(2 * n_route * sizeof(float));
@@ -343,6 +360,22 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       p.o = device_ptr(o), p.o_part = o_part;
 
       const index_t tasks = pb.S * pb.HV;
+      if constexpr (is_diagonal<D>)
+        if (streamed) {
+          if (tasks == 0) return;
+          decode_params<R, Dev> dp;
+          dp.r = p;
+          if constexpr (R::routes) {
+            dp.cfg.value = pb.rcfg();
+            dp.logits = device_ptr(in.router_logits.data);
+            dp.params = in.router_params.data;
+          }
+          dp.groups = decode_groups;
+          dp.vtiles = static_cast<int>((pb.V + stream_cols - 1) / stream_cols);
+          dp.tasks = tasks;
+          launch_decode_stream<D, R, Dev>(dp, rec_warps, R::routes ? static_cast<int>(pb.N) : 0, stream, api);
+          return;  // the scratch (cu_seqlens) is released with cudaFreeAsync, ordered after the kernel
+        }
       if (fused) {
         if (tasks == 0) return;
         decode_params<R, Dev> dp;

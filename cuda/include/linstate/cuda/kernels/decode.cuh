@@ -33,7 +33,8 @@
 // of the token, and the block's routed loads wait for it: forward.cuh takes this kernel for a routing
 // router only for small N and small steps (decode_fused_max_n, decode_fused_max_tasks below), where
 // the three launches and the scratch allocation it saves dominate; larger steps keep the three-kernel
-// path. Without a router it is used at every size.
+// path. Without a router it is used at every size. Since session 12 the diagonal family's steps of
+// S·HV ≥ 128 go to kernels/decode_stream.cuh instead (16-byte loads streamed through registers).
 #pragma once
 
 #include <cstdint>
