@@ -29,6 +29,14 @@
 #define LINSTATE_EXP8 0
 #endif
 
+// exp8 and its row loops are inlined wherever they are called: out of line (GCC 12 left exp8 out of line in the
+// SSE forward's larger instantiation) every packet pays a call and reloads the polynomial's constants.
+#if defined(__GNUC__)
+#define LINSTATE_EXP_INLINE inline __attribute__((always_inline))
+#else
+#define LINSTATE_EXP_INLINE inline
+#endif
+
 namespace linstate::cpu_detail {
 
 //! The packet Eigen's vectorised .exp() works on (8 floats with AVX2 and without AVX-512).
@@ -40,7 +48,7 @@ static_assert(exp_packet_size == 8 || exp_packet_size == 16);
 #endif
 
 //! e^x of one packet, Eigen's bits (see the file comment); Eigen's pexp where exp8 does not apply.
-inline exp_packet exp8(const exp_packet& x0) {
+LINSTATE_EXP_INLINE exp_packet exp8(const exp_packet& x0) {
   namespace ei = Eigen::internal;
 #if LINSTATE_EXP8
   if constexpr (exp_packet_size == 8) {
@@ -77,7 +85,7 @@ inline exp_packet exp8(const exp_packet& x0) {
 //! dst[0:n] = x[0:n] ⊙ e^{±g[0:n]} (sign −1: e^{−g}), Eigen's bits for `x.array() * (±g.array()).exp()` when n is a
 //! multiple of the packet (the element-wise product of the exp packet and x's); dst may alias x.
 template <int Sign>
-inline void mul_exp_row(const float* g, const float* x, float* dst, index_t n) {
+LINSTATE_EXP_INLINE void mul_exp_row(const float* g, const float* x, float* dst, index_t n) {
   namespace ei = Eigen::internal;
   for (index_t a = 0; a < n; a += exp_packet_size) {
     exp_packet v = ei::ploadu<exp_packet>(g + a);
