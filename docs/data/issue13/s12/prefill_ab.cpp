@@ -2,7 +2,7 @@
 // process, call by call (the order of the builds reversed every other round), and prints each build's medians of
 // process CPU and wall per call, the per-round ratios to the first build, the load average, and o's hash.
 //   g++ -std=c++20 -O2 docs/data/issue13/s12/prefill_ab.cpp -o prefill_ab -ldl
-//   OMP_WAIT_POLICY=passive ./prefill_ab --T=4096 --threads=1 --rounds=20 A.so B.so ...
+//   OMP_WAIT_POLICY=passive ./prefill_ab --T=4096 --threads=1 --rounds=20 [--all-pairs] A.so B.so ...
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -29,6 +29,7 @@ static double loadavg() {
 int main(int argc, char** argv) {
   long T = 4096, H = 8;
   int threads = 1, rounds = 10, reps = 1;
+  bool all_pairs = false;
   std::vector<std::string> libs;
   for (int i = 1; i < argc; ++i) {
     if (!std::strncmp(argv[i], "--T=", 4)) T = std::atol(argv[i] + 4);
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
     else if (!std::strncmp(argv[i], "--threads=", 10)) threads = std::atoi(argv[i] + 10);
     else if (!std::strncmp(argv[i], "--rounds=", 9)) rounds = std::atoi(argv[i] + 9);
     else if (!std::strncmp(argv[i], "--reps=", 7)) reps = std::atoi(argv[i] + 7);
+    else if (!std::strcmp(argv[i], "--all-pairs")) all_pairs = true;
     else libs.push_back(argv[i]);
   }
   struct lib {
@@ -70,10 +72,13 @@ int main(int argc, char** argv) {
   for (auto& x : L)
     std::printf("%s: process CPU %.2f ms, wall %.2f ms per call (medians), hash %016llx\n", x.name.c_str(), 1e3 * median(x.c),
                 1e3 * median(x.w), x.hash());
-  for (std::size_t j = 1; j < L.size(); ++j) {
-    std::vector<double> rc, rw;
-    for (int r = 0; r < rounds; ++r) rc.push_back(L[j].c[r] / L[0].c[r]), rw.push_back(L[j].w[r] / L[0].w[r]);
-    std::printf("%s / %s: CPU %.3f (per-round ratios, median; range %.3f-%.3f), wall %.3f\n", L[j].name.c_str(), L[0].name.c_str(),
-                median(rc), *std::min_element(rc.begin(), rc.end()), *std::max_element(rc.begin(), rc.end()), median(rw));
-  }
+  for (std::size_t i = 0; i < L.size(); ++i)  // every pair (with --all-pairs; else each build against the first)
+    for (std::size_t j = i + 1; j < L.size(); ++j) {
+      if (i > 0 && !all_pairs) continue;
+      std::vector<double> rc, rw;
+      for (int r = 0; r < rounds; ++r) rc.push_back(L[j].c[r] / L[i].c[r]), rw.push_back(L[j].w[r] / L[i].w[r]);
+      std::printf("%s / %s: CPU %.3f (per-round ratios, median; range %.3f-%.3f), wall %.3f\n", L[j].name.c_str(),
+                  L[i].name.c_str(), median(rc), *std::min_element(rc.begin(), rc.end()), *std::max_element(rc.begin(), rc.end()),
+                  median(rw));
+    }
 }
