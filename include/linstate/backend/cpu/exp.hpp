@@ -21,8 +21,10 @@
 
 #include "../../concepts.hpp"
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(LINSTATE_NO_GEMM_KERNEL) && !defined(EIGEN_DONT_VECTORIZE) && \
-    EIGEN_VERSION_AT_LEAST(3, 4, 0) && !EIGEN_VERSION_AT_LEAST(3, 4, 90)
+// AVX2 + FMA builds without AVX-512 (Eigen's float packet is then 8 lanes; AVX-512 builds keep Eigen's pexp on their
+// 16-lane packets), Eigen 3.4 (whose pexp_float exp8 follows).
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__) && !defined(LINSTATE_NO_GEMM_KERNEL) && \
+    !defined(EIGEN_DONT_VECTORIZE) && EIGEN_VERSION_AT_LEAST(3, 4, 0) && !EIGEN_VERSION_AT_LEAST(3, 4, 90)
 #define LINSTATE_EXP8 1
 #include <immintrin.h>
 #else
@@ -44,7 +46,7 @@ using exp_packet = Eigen::internal::packet_traits<float>::type;
 inline constexpr index_t exp_packet_size = Eigen::internal::packet_traits<float>::size;
 
 #if LINSTATE_EXP8
-static_assert(exp_packet_size == 8 || exp_packet_size == 16);
+static_assert(exp_packet_size == 8);
 #endif
 
 //! e^x of one packet, Eigen's bits (see the file comment); Eigen's pexp where exp8 does not apply.
