@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "backward_kernels.hpp"
+#include "exp.hpp"
 #include "gemm.hpp"
 
 namespace linstate::cpu_detail {
@@ -99,7 +100,8 @@ inline void exp_into(Dst&& dst, const A& a, double sa, const double* ref = nullp
 //! One row of the decay factors (K a multiple of Eigen's float packet): egd = e^{γ−Γ}, kd = k̃ ⊙ egd; where e is
 //! given, e = e^{Γ} and, where q is given too, qg = q̃ ⊙ e; where ei is given, ei = e^{−Γ} and kinv = k̃ ⊙ ei. Every
 //! exponent formed in fp64 from g = Γ (and gl = γ) and rounded once, then Eigen's packet exp: per element the
-//! operations of exp_into on whole matrices (whose packets, rows starting aligned, are the same), so the same bits.
+//! operations of exp_into on whole matrices (whose packets, rows starting aligned, are the same; exp8 = Eigen's packet exp,
+//! exp.hpp), so the same bits.
 inline void exp_row(index_t K, const double* __restrict g, const double* __restrict gl, const float* __restrict kt,
                     const float* __restrict q, float* __restrict e, float* __restrict egd, float* __restrict ei,
                     float* __restrict kd, float* __restrict qg, float* __restrict kinv) {
@@ -110,15 +112,15 @@ inline void exp_row(index_t K, const double* __restrict g, const double* __restr
   for (index_t a = 0; a < K; a += n) {
     for (index_t l = 0; l < n; ++l)  // the fp64 exponents, rounded once (vectorised conversions)
       x[l] = static_cast<float>(g[a + l]), y[l] = static_cast<float>(gl[a + l] - g[a + l]);
-    const P px = ei_::pload<P>(x), py = ei_::pexp(ei_::pload<P>(y)), pk = ei_::ploadu<P>(kt + a);
+    const P px = ei_::pload<P>(x), py = exp8(ei_::pload<P>(y)), pk = ei_::ploadu<P>(kt + a);
     ei_::pstoreu(egd + a, py), ei_::pstoreu(kd + a, ei_::pmul(pk, py));
     if (e) {
-      const P pe = ei_::pexp(px);
+      const P pe = exp8(px);
       ei_::pstoreu(e + a, pe);
       if (q) ei_::pstoreu(qg + a, ei_::pmul(ei_::ploadu<P>(q + a), pe));
     }
     if (ei) {
-      const P pi = ei_::pexp(ei_::pnegate(px));  // float(−Γ) = −float(Γ)
+      const P pi = exp8(ei_::pnegate(px));  // float(−Γ) = −float(Γ)
       ei_::pstoreu(ei + a, pi), ei_::pstoreu(kinv + a, ei_::pmul(pk, pi));
     }
   }

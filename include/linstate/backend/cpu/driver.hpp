@@ -253,29 +253,51 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
           const head_block hb = head_block_of(pb, job, blocks);
           const index_t s = hb.s, hv0 = hb.hv0, hv1 = hb.hv1, nb = hv1 - hv0, tok0 = hb.tok0, len = hb.len;
           if (len == 0) continue;
-          float* const acc = o_acc.zeros(static_cast<std::size_t>(len * nb * V));
+          // fp32 outputs with a shared partition (which reads every token): o itself is the accumulator. The
+          // shared partition's rows are stored as 0 + O (the accumulator's first sum, -0 made +0), the routed
+          // partitions' rows added after them in the same order: the same values as through the fp32
+          // accumulator, without zeroing it, reading it back and holding it beside o (docs/benchmarks.md,
+          // "Issue 13, session 12").
+          constexpr bool fp32_out = std::is_same_v<Scalar, float>;
+          const bool direct = fp32_out && pb.shared;
+          float* const acc = direct ? nullptr : o_acc.zeros(static_cast<std::size_t>(len * nb * V));
+          float* const o32 = reinterpret_cast<float*>(o);  // used only when Scalar is float
           for (index_t p = 0; p < P; ++p) {
             const bool is_shared = pb.shared && p == 0;
             const source<Scalar>& src = is_shared ? shared_src : main_src;
             const stream st = partition_stream(pb, s, p, routed, rs);
             for (index_t c0 = 0; c0 < st.n; c0 += chunk)
               for (index_t hv = hv0; hv < hv1; ++hv) {
-                const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, acc + (hv - hv0) * V, tok0};
+                float* const rows = direct ? o32 + (tok0 * HV + hv) * V : acc + (hv - hv0) * V;
+                const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, rows, tok0};
                 bool any_r;
                 if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, src, st, tg, c0, chunk, dsc);
                 else any_r = chunk_step<D>(pb, src, st, tg, c0, chunk, csc);
-                if (!any_r) continue;
+                const index_t m = std::min(chunk, st.n - c0);
+                const RowMat& O = is_delta<D> ? dsc.O : csc.O;
                 LINSTATE_PHASE_START;
-                add_read_rows(st, c0, std::min(chunk, st.n - c0), is_delta<D> ? dsc.O : csc.O, tg, V, nb * V);
+                if (direct && is_shared) {  // every step of the shared stream reads: o's rows = 0 + O
+                  for (index_t i = 0; i < m; ++i) {
+                    float* __restrict dst = rows + (c0 + i) * HV * V;
+                    const float* __restrict a = O.row(i).data();
+                    if (any_r)
+                      for (index_t j = 0; j < V; ++j) dst[j] = 0.f + a[j];
+                    else
+                      std::fill(dst, dst + V, 0.f);
+                  }
+                } else if (any_r) {
+                  add_read_rows(st, c0, m, O, tg, V, direct ? HV * V : nb * V);
+                }
                 LINSTATE_PHASE(store);
               }
           }
-          for (index_t t = 0; t < len; ++t)
-            for (index_t hv = hv0; hv < hv1; ++hv) {
-              Scalar* dst = o + ((tok0 + t) * HV + hv) * V;
-              const float* a = acc + (t * nb + hv - hv0) * V;
-              for (index_t j = 0; j < V; ++j) dst[j] = detail::from_float<Scalar>(a[j]);
-            }
+          if (!direct)
+            for (index_t t = 0; t < len; ++t)
+              for (index_t hv = hv0; hv < hv1; ++hv) {
+                Scalar* dst = o + ((tok0 + t) * HV + hv) * V;
+                const float* a = acc + (t * nb + hv - hv0) * V;
+                for (index_t j = 0; j < V; ++j) dst[j] = detail::from_float<Scalar>(a[j]);
+              }
         }
       }
     } else if (lockstep) {

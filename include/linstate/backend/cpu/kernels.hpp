@@ -22,6 +22,7 @@
 #include "../../detail/phase_timer.hpp"
 #include "../../detail/problem.hpp"
 #include "../../detail/router.hpp"
+#include "exp.hpp"
 #include "gemm.hpp"
 #include "gemm_bf16.hpp"
 
@@ -223,8 +224,7 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
       load(src.k + (t * H + tg.h) * K, k, K, cw);
       if constexpr (decay_key<D>) {  // e^{g}, vectorised (Eigen's exp: K std::exp calls cost as much as the update)
         load(src.g + (t * HV + tg.hv) * K, g, K);
-        Eigen::Map<Eigen::ArrayXf> ga(g, K);
-        ga = ga.exp();
+        exp_in_place(g, K);
       } else if constexpr (decay_head<D>) {
         const float e = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
         std::fill(g, g + K, e);
@@ -432,10 +432,9 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       // same operations per element as on the whole matrix (rows are packet-aligned when K is a
       // multiple of the packet: fused_exps). When the chunk's span turns out too large for the single
       // product (span > single_gemm_span), Einv is not read (it may then hold inf or NaN).
-      if (fused_exps) {
-        const auto gr = sc.G.row(i).array();
-        sc.Kd.row(i).array() = sc.Q.row(i).array() * gr.exp();
-        sc.Einv.row(i).array() = sc.Kc.row(i).array() * (-gr).exp();
+      if (fused_exps) {  // exp.hpp: Eigen's packet exp with a cheaper 2^m, the same bits
+        mul_exp_row<1>(grow, qrow, sc.Kd.row(i).data(), K);
+        mul_exp_row<-1>(grow, krow, sc.Einv.row(i).data(), K);
       }
     }
   }
