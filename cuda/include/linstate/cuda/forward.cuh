@@ -360,24 +360,9 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       p.o = device_ptr(o), p.o_part = o_part;
 
       const index_t tasks = pb.S * pb.HV;
-      if constexpr (is_diagonal<D>)
-        if (streamed) {
-          if (tasks == 0) return;
-          decode_params<R, Dev> dp;
-          dp.r = p;
-          if constexpr (R::routes) {
-            dp.cfg.value = pb.rcfg();
-            dp.logits = device_ptr(in.router_logits.data);
-            dp.params = in.router_params.data;
-          }
-          dp.groups = decode_groups;
-          dp.vtiles = static_cast<int>((pb.V + stream_cols - 1) / stream_cols);
-          dp.tasks = tasks;
-          launch_decode_stream<D, R, Dev>(dp, rec_warps, R::routes ? static_cast<int>(pb.N) : 0, stream, api);
-          return;  // the scratch (cu_seqlens) is released with cudaFreeAsync, ordered after the kernel
-        }
-      if (fused) {
-        if (tasks == 0) return;
+      // the fused decode step's parameters, V split into tiles of `cols` columns (the streamed and the
+      // fused kernels differ only in their tile width)
+      auto step_params = [&](int cols) {
         decode_params<R, Dev> dp;
         dp.r = p;
         if constexpr (R::routes) {
@@ -386,8 +371,19 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
           dp.params = in.router_params.data;
         }
         dp.groups = decode_groups;
-        dp.vtiles = static_cast<int>((pb.V + tile_v - 1) / tile_v);
+        dp.vtiles = static_cast<int>((pb.V + cols - 1) / cols);
         dp.tasks = tasks;
+        return dp;
+      };
+      if constexpr (is_diagonal<D>)
+        if (streamed) {
+          if (tasks == 0) return;
+          launch_decode_stream<D, R, Dev>(step_params(stream_cols), rec_warps, R::routes ? static_cast<int>(pb.N) : 0, stream, api);
+          return;  // the scratch (cu_seqlens) is released with cudaFreeAsync, ordered after the kernel
+        }
+      if (fused) {
+        if (tasks == 0) return;
+        const decode_params<R, Dev> dp = step_params(tile_v);
         const std::size_t smem = decode_smem_bytes(decode_groups, rec_warps, R::routes ? static_cast<int>(pb.N) : 0);
         const dim3 grid(static_cast<unsigned>(tasks * dp.vtiles)), block(static_cast<unsigned>(32 * rec_warps * decode_groups));
         if (pb.K == 128 && pb.V == 128) decode_kernel<D, R, Dev, 128><<<grid, block, smem, stream>>>(dp);
