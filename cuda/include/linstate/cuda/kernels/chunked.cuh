@@ -833,6 +833,14 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* s) {
                : "r"(static_cast<unsigned>(__cvta_generic_to_shared(s))));
 }
 
+//! ldmatrix.x4: four 8 × 8 bf16 blocks of shared memory into mma fragments, untransposed; lane l gives
+//! the address of row l % 8 of block l / 8 (16-byte aligned rows).
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* s) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(s))));
+}
+
 //! Waits at named barrier `id` (1 … 15; __syncthreads is 0) for `threads` threads (a multiple of 32):
 //! a barrier among some warps of the block, the others going on.
 __device__ __forceinline__ void named_barrier(int id, int threads) {

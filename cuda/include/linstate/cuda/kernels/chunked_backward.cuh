@@ -25,12 +25,14 @@
 //      The intra sums use the sub-chunk reference rows of SPEC §8 (first row of the later block for A
 //      and dq̂, last row of the earlier block for dk̃; every exponent ≤ 0) and element-wise fp32 diagonal
 //      blocks (j ≤ t only); none/scalar use the scalar factor e^{Γ_t−Γ_j} on whole-chunk products.
-//      bf16: chunk_bwd_da_kernel (dA), chunk_bwd_dv_kernel (dv, per V tile), chunk_bwd_dqk_kernel (dk̃ and
-//      dq̂, per key tile, c_n), products on tensor cores (bf16 operands, fp32 accumulation; states and
+//      bf16: chunk_bwd_dv_kernel (dv, per V tile) and, for gated_key, chunk_bwd_dqkg_kernel (dA, dk̃, dq̂,
+//      c_n and step 5's dg, per key tile); for none/scalar chunk_bwd_da_kernel (dA) and
+//      chunk_bwd_dqk_kernel (dk̃ and dq̂, per key tile and role, c_n); products on tensor cores (bf16 operands, fp32 accumulation; states and
 //      their gradients enter the products rounded to bf16, as fla's kernels do, and c_n's rowsum
 //      multiplies the two bf16 copies in fp32, as fla's dg does). fp32 and fp16:
 //      chunk_grad_exact_kernel, the same sums in exact fp32 FMA with every exponential formed per pair.
-//   5. chunk_dg_kernel: dg_u = Σ_{t≥u in chunk} (q_t ⊙ dq_t − k_t ⊙ dk_t) + c_n for the writing rows u
+//   5. chunk_dg_kernel (bf16 gated_key: inside chunk_bwd_dqkg_kernel, chunk_dg_kernel only for the router
+//      weights' gradients): dg_u = Σ_{t≥u in chunk} (q_t ⊙ dq_t − k_t ⊙ dk_t) + c_n for the writing rows u
 //      (SPEC §2.4 (e)); scalar decay sums over the keys. Γ sums the floored gates (chunked.cuh,
 //      chunk_cumulative_decay): dg_u = 0 exactly where g_u is below detail::chunked_log_decay_floor.
 //      bf16: also the router weights' gradients, from the key tiles' dot products.
@@ -355,8 +357,9 @@ struct dqk_smem {
   }
 };
 
-//! The intra-chunk part of chunk_bwd_dqk_kernel for bf16 inputs and gated_key decays, by warp tiles
-//! (as the forward's warp_intra_tiles): warp w takes output tiles (B, A) of R — 16 rows of sub-chunk B,
+//! The intra-chunk part of the dq/dk kernels for bf16 inputs and gated_key decays, by warp tiles
+//! (as the forward's warp_intra_tiles): warps warp0, warp0 + nwarps, … of the caller's group take
+//! output tiles (B, A) of R — 16 rows of sub-chunk B,
 //! 16 keys of the tile from A·16 — and forms its mma.sync m16n8k16 fragments in registers from dA, the
 //! staged raw rows and Γ, without barriers between tiles:
 //!   dk role (Dk): R_j += Σ_{t ≥ j} dA_tj r_t q_t ⊙ e^{Γ_t − Γ_j}   — rows j of B, sources t of the
@@ -372,7 +375,7 @@ struct dqk_smem {
 template <bool Dk>
 __device__ __forceinline__ void dqk_warp_tiles(float* R, int ldr, const __nv_bfloat16* dAs, int lda, const __nv_bfloat16* Src,
                                                int lds, const float* G, int ldg, const chunk_record* recs, const int* slow,
-                                               int kn) {
+                                               int kn, int warp0, int nwarps) {
   using x3_detail::mma_bf16_16816;
   using x3_detail::split2;
   constexpr int C = chunk_len, subs = C / 16, KT = bwd_kt, at = KT / 16;
@@ -384,7 +387,7 @@ __device__ __forceinline__ void dqk_warp_tiles(float* R, int ldr, const __nv_bfl
   auto dab = [&](int t, int j) { return dAs[t * lda + j]; };
   // the source row's scale: r_t (dk: q rows) or w_j (dq: k rows)
   auto scale = [&](int i) { return Dk ? recs[i].r : recs[i].w; };
-  for (int task = tid >> 5; task < subs * at; task += static_cast<int>(blockDim.x) >> 5) {
+  for (int task = warp0; task < subs * at; task += nwarps) {
     const int B = task / at, a0 = (task % at) * 16;
     const int r0 = 16 * B, rr = Dk ? r0 + 15 : r0;  // the reference row of the off-diagonal sources
     // A fragment of dA for target rows m and source rows k of sub-chunk S: dk: (m = j, k = t) = dA[t][j];
@@ -626,7 +629,7 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
     }
     if constexpr (decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>) {
       __syncthreads();  // c_n's partial sums have read R
-      dqk_warp_tiles<true>(R, ldr, dAs, lda, Qs, ldk, G, KT, recs, slow, kn);
+      dqk_warp_tiles<true>(R, ldr, dAs, lda, Qs, ldk, G, KT, recs, slow, kn, tid >> 5, nt >> 5);
       __syncthreads();
     } else if constexpr (decay_key<D>) {
       for (int J = 0; J + 1 < C / 16; ++J) {
@@ -698,7 +701,7 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
     }
     if constexpr (decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>) {
       __syncthreads();  // R scaled
-      dqk_warp_tiles<false>(R, ldr, dAs, lda, Ks, ldk, G, KT, recs, slow, kn);
+      dqk_warp_tiles<false>(R, ldr, dAs, lda, Ks, ldk, G, KT, recs, slow, kn, tid >> 5, nt >> 5);
       __syncthreads();
     } else if constexpr (decay_key<D>) {
       for (int I = 1; I < C / 16; ++I) {
@@ -753,6 +756,336 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
         const chunk_record& r = recs[t];
         return row_out{r.rd && p.dq ? p.dq + (r.hv * p.Rr + r.slot) * K + k0 : nullptr, r.r};
       });
+  }
+}
+
+// --- 4d. chunk_bwd_dqkg_kernel (bf16, gated_key) ------------------------------------------------
+//
+// For bf16 inputs and per-key decays, kernels 4a, 4c and 5 in one: one block of 16 warps per (chunk,
+// value head, 64-key tile). Each input tile is copied once (chunk_bwd_dqk_kernel's two role blocks
+// each staged Γ, dA, q, k and a state slice; chunk_dg_kernel read q, k, dq, dk and g back from global
+// memory; chunk_bwd_da_kernel wrote dA for them):
+//   1. one round of cp.async copies: Γ, the D_c and H_c slices, then (records needed) q, k, v and dO;
+//      in flight, the log-decay floor of every (row, key) as bits (for dg) and the slow sub-chunks;
+//   2. c_n's Σ_v H_c ⊙ D_c; dA = dO·vᵀ (j ≤ t, rounded to bf16: chunk_bwd_da_kernel's values), a warp per
+//      16 × 16 tile; the inter products v D_cᵀ (warps 0–7, the dk role) and dO H_cᵀ (warps 8–15, the dq
+//      role) in registers by mma.sync, with their epilogue factors e^{γ−Γ_j} / e^{Γ_t};
+//   3. after one block barrier the v/dO/D_c/H_c tiles are dead and R_k, R_q take their place; each role
+//      then runs as chunk_bwd_dqk_kernel's (dqk_warp_tiles, c_n, the rows out) behind its own named
+//      barrier;
+//   4. dg_u = Σ_{t≥u} (q_t ⊙ dq_t − k_t ⊙ dk_t) + c_n from the staged rows and R_k, R_q (chunk_dg_kernel's
+//      sums, in its order), a thread per key.
+// The v, dO and state rows are staged without padding, their 16-byte chunks swizzled (chunk c of row r
+// at c ⊕ (r mod 8)), so that ldmatrix reads them without bank conflicts and two blocks fit per SM.
+// The arithmetic is that of kernels 4a, 4c and 5: the same values (test_cuda_backward compares the
+// gradients; docs/data/issue11_s13 the bits).
+
+//! Whether the bf16 backward of D takes chunk_bwd_dqkg_kernel (per-key decays) instead of kernels 4a, 4c and 5.
+template <class D>
+inline constexpr bool dqkg_fused = decay_key<D>;
+
+inline constexpr int dqkg_threads = 512;  //!< threads of chunk_bwd_dqkg_kernel (two 8-warp roles, two blocks per SM)
+
+struct dqkg_smem {
+  using Op = __nv_bfloat16;
+  static constexpr int C = chunk_len, KT = bwd_kt, VP = bwd_chunk_max_v;
+  static constexpr int ldk = KT + 8, lda = C + 8, ldr = KT + 4, parts = (dqkg_threads / 2) / KT;
+  std::size_t recs, G, Qs, Ks, dA, Vr, Or, Ds, Hs, Rk, Rq, cn, cpart, bytes;
+  __host__ __device__ dqkg_smem() {
+    recs = 0;
+    G = align128(C * sizeof(chunk_record));
+    Qs = align128(G + static_cast<std::size_t>(C) * KT * sizeof(float));
+    Ks = align128(Qs + static_cast<std::size_t>(C) * ldk * sizeof(Op));
+    dA = align128(Ks + static_cast<std::size_t>(C) * ldk * sizeof(Op));
+    Vr = align128(dA + static_cast<std::size_t>(C) * lda * sizeof(Op));
+    Or = Vr + static_cast<std::size_t>(C) * VP * sizeof(Op);
+    Ds = Or + static_cast<std::size_t>(C) * VP * sizeof(Op);
+    Hs = Ds + static_cast<std::size_t>(KT) * VP * sizeof(Op);
+    const std::size_t end = Hs + static_cast<std::size_t>(KT) * VP * sizeof(Op);
+    Rk = Vr;  // after the inter products
+    Rq = Rk + static_cast<std::size_t>(C) * ldr * sizeof(float);
+    cn = align128(end);
+    cpart = cn + KT * sizeof(float);
+    bytes = cpart + static_cast<std::size_t>(parts) * KT * sizeof(float);
+  }
+};
+
+//! Element (r, c) of a swizzled [rows][VP] bf16 tile (16-byte chunk c / 8 of row r stored at chunk (c / 8) ⊕ (r mod 8)).
+__device__ __forceinline__ int swz(int r, int c) {
+  return r * bwd_chunk_max_v + ((((c >> 3) ^ r) & 7) | ((c >> 3) & ~7)) * 8 + (c & 7);
+}
+
+//! Rows [0, rows) of a swizzled [rows][VP] bf16 tile from src + off(i) (n columns; zero beyond n and
+//! where !take(i)): cp.async where `vec`, else element copies. Whole block.
+template <class Off, class Take>
+__device__ __forceinline__ void stage_rows_swz(__nv_bfloat16* dst, int rows, const __nv_bfloat16* src, int n, bool vec, Off&& off,
+                                               Take&& take) {
+  constexpr int VP = bwd_chunk_max_v, groups = VP / 8;
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  for (int gi = tid; gi < rows * groups; gi += nt) {
+    const int i = gi / groups, a0 = (gi % groups) * 8;
+    __nv_bfloat16* d = dst + swz(i, a0);
+    if (vec) {
+      const bool ok = a0 < n && take(i);
+      const __nv_bfloat16* s = ok ? src + off(i) + a0 : src;  // nothing is read where !ok (source size 0)
+      const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(d));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(s), "r"(ok ? 16 : 0) : "memory");
+    } else {
+      const bool ok = take(i);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) d[u] = ok && a0 + u < n ? src[off(i) + a0 + u] : __float2bfloat16_rn(0.f);
+    }
+  }
+}
+
+//! One warp: acc[T][h] (16 rows 16·rb[T] … of A, 8 columns n0 + 8h … of B) = A·Bᵀ over VP, for NT row
+//! blocks sharing B's fragments; A and B swizzled [·][VP] bf16 tiles (rows of A: m, rows of B: n, k = VP
+//! contiguous in both), m16n8k16 fragments by ldmatrix, k in ascending steps of 16.
+template <int NT>
+__device__ __forceinline__ void warp_abt_swz(float (&acc)[NT][2][4], const __nv_bfloat16* A, const int (&rb)[NT],
+                                             const __nv_bfloat16* B, int n0) {
+  using x3_detail::mma_bf16_16816;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+#pragma unroll
+  for (int T = 0; T < NT; ++T)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[T][h][q] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < bwd_chunk_max_v / 16; ++ks) {
+    unsigned b4[4];
+    ldsm_x4(b4, B + swz(n0 + (lane & 7) + 8 * (lane >> 4), 16 * ks + 8 * ((lane >> 3) & 1)));
+    const unsigned b0[2] = {b4[0], b4[1]}, b1[2] = {b4[2], b4[3]};
+#pragma unroll
+    for (int T = 0; T < NT; ++T) {
+      unsigned a4[4];
+      ldsm_x4(a4, A + swz(16 * rb[T] + (lane & 15), 16 * ks + 8 * (lane >> 4)));
+      mma_bf16_16816(acc[T][0], a4, b0);
+      mma_bf16_16816(acc[T][1], a4, b1);
+    }
+  }
+}
+
+//! grid (max_chunks, HV, KP / bwd_kt), dqkg_threads, dqkg_smem bytes; bf16, gated_key. Writes dk (and
+//! ⟨k_j, dk̃_j⟩ into dotbuf slot 0) from warps 0–7, dq (⟨q_t, dq̂_t⟩, slot 1) from warps 8–15, and dg.
+template <class D, class Dev, int KP>
+__global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const chunk_bwd_params<Dev> p) {
+  static_assert(decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>, "chunk_bwd_dqkg_kernel: bf16 inputs, per-key decays");
+  using Op = Dev;
+  using L = dqkg_smem;
+  constexpr int C = chunk_len, KT = L::KT, VP = L::VP, ldk = L::ldk, lda = L::lda, ldr = L::ldr, parts = L::parts;
+  constexpr int role_threads = dqkg_threads / 2;
+  static_assert(C == 64 && KT == 64 && VP == 128, "chunk_bwd_dqkg_kernel: the tile shapes its warp map assumes");
+  static_assert(2 * C * ldr * sizeof(float) <= (2 * C + 2 * KT) * VP * sizeof(Op), "chunk_bwd_dqkg_kernel: R_k and R_q fit in the staged tiles");
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const L lay;
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + lay.recs);
+  float* G = reinterpret_cast<float*>(smem_raw + lay.G);  // Γ of the tile's keys [C][KT]
+  Op* Qs = reinterpret_cast<Op*>(smem_raw + lay.Qs);      // raw q of the tile's keys, reading rows
+  Op* Ks = reinterpret_cast<Op*>(smem_raw + lay.Ks);      // raw k of the tile's keys, writing rows
+  Op* dAs = reinterpret_cast<Op*>(smem_raw + lay.dA);     // dA [C][C], 0 above the diagonal
+  Op* Vr = reinterpret_cast<Op*>(smem_raw + lay.Vr);      // v rows (writing), swizzled [C][VP]
+  Op* Or = reinterpret_cast<Op*>(smem_raw + lay.Or);      // dO rows (reading), swizzled [C][VP]
+  Op* Ds = reinterpret_cast<Op*>(smem_raw + lay.Ds);      // D_c rows of the tile's keys, swizzled [KT][VP]
+  Op* Hs = reinterpret_cast<Op*>(smem_raw + lay.Hs);      // H_c rows of the tile's keys, swizzled [KT][VP]
+  float* Rk = reinterpret_cast<float*>(smem_raw + lay.Rk);  // dk̃ [C][ldr] (over Vr/Or after step 2)
+  float* Rq = reinterpret_cast<float*>(smem_raw + lay.Rq);  // dq̂ [C][ldr]
+  float* cn = reinterpret_cast<float*>(smem_raw + lay.cn);
+  float* cpart = reinterpret_cast<float*>(smem_raw + lay.cpart);
+  __shared__ int slow[C / 16];
+  __shared__ unsigned floor_bits[C][KT / 32];  // bit (t, a): g_t[k0 + a] is below the log-decay floor
+
+  const int K = p.K, V = p.V, HV = p.HV;
+  const index_t KV = static_cast<index_t>(K) * V;
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x), lane = tid & 31, warp = tid >> 5;
+  const int role = warp >> 3, rt = tid & (role_threads - 1), rw = warp & 7;  // role 0: dk̃, 1: dq̂
+  const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const int kt = static_cast<int>(blockIdx.z), k0 = kt * KT, kn = K - k0 < KT ? K - k0 : KT;
+  const index_t ch = c * HV + hv;
+  const chunk_where at = locate_chunk(p, c);
+  const device_source<Dev> src = at.is_shared ? p.shr : p.main;
+
+  // 1. the copies that need no records (Γ, the state slices), then those that do
+  stage_rows_async<float>(G, KT, C, KT, p.gambuf + ch * static_cast<index_t>(C) * KP + k0, KT, true,
+                          [](int t) { return static_cast<index_t>(t) * KP; }, [](int) { return true; });
+  {
+    const bool vs = V % vec16<Op> == 0 && aligned16(p.hsbuf) && aligned16(p.dsbuf);
+    auto row = [&](int a) { return static_cast<index_t>(a) * V; };
+    auto key = [&](int a) { return a < kn; };
+    stage_rows_swz(Ds, KT, p.dsbuf + ch * KV + static_cast<index_t>(k0) * V, V, vs, row, key);
+    stage_rows_swz(Hs, KT, p.hsbuf + ch * KV + static_cast<index_t>(k0) * V, V, vs, row, key);
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  load_records(p, c, at, h, hv, recs);
+  if (tid < C / 16) slow[tid] = 0;
+  __syncthreads();  // records
+  {
+    const bool vq = K % vec16<Dev> == 0 && aligned16(src.q) && aligned16(src.k);
+    stage_rows_async<Op>(Qs, ldk, C, KT, src.q + k0, K - k0, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].rd; });
+    stage_rows_async<Op>(Ks, ldk, C, KT, src.k + k0, K - k0, vq, [&](int i) { return recs[i].qk; }, [&](int i) { return recs[i].wr; });
+    const bool vv = V % vec16<Dev> == 0 && aligned16(p.v) && aligned16(p.dO);
+    stage_rows_swz(Vr, C, p.v, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].wr; });
+    stage_rows_swz(Or, C, p.dO, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  if (p.dg) {  // the floor bits of the writing rows (Γ summed the floored gates: dg is exactly 0 there)
+    for (int e = warp; e < C * (KT / 32); e += nt >> 5) {
+      const int t = e / (KT / 32), a = (e % (KT / 32)) * 32 + lane;
+      const chunk_record& r = recs[t];
+      const bool below = r.wr && a < kn && detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv * K, k0 + a)));
+      const unsigned bits = __ballot_sync(0xffffffffu, below);
+      if (lane == 0) floor_bits[t][e % (KT / 32)] = bits;
+    }
+  }
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+  __syncthreads();  // Γ and the state slices
+  {  // Σ_v H_c[a][v] D_c[a][v] in fp32 (a warp per key row, lanes over v as chunk_bwd_dqk_kernel; e^{γ} at the end)
+    for (int a = warp; a < KT; a += nt >> 5) {
+      float hd = 0.f;
+      for (int v = lane; v < VP; v += 32) hd = fmaf(to_f32(Hs[swz(a, v)]), to_f32(Ds[swz(a, v)]), hd);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) hd += __shfl_xor_sync(0xffffffffu, hd, o);
+      if (lane == 0) cn[a] = hd;
+    }
+  }
+  {  // the slow sub-chunks: four keys per step, one flag per sub-chunk and thread, one atomic per flagged sub-chunk
+    static_assert(C / 16 <= 32 && KT % 4 == 0);
+    unsigned bad = 0;
+    for (int e = tid; e < C * KT / 4; e += nt) {
+      const int i = e / (KT / 4), a = (e % (KT / 4)) * 4, r0 = i & ~15;
+      const float4 g = *reinterpret_cast<const float4*>(G + i * KT + a), g0 = *reinterpret_cast<const float4*>(G + r0 * KT + a);
+      if (!(fabsf(g.x - g0.x) <= diag_span && fabsf(g.y - g0.y) <= diag_span && fabsf(g.z - g0.z) <= diag_span &&
+            fabsf(g.w - g0.w) <= diag_span))
+        bad |= 1u << (i >> 4);
+    }
+    for (int b = 0; b < C / 16; ++b)
+      if (bad >> b & 1u) atomicOr(&slow[b], 1);
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  __syncthreads();  // every tile staged
+
+  // 2. dA (a warp per 16 × 16 tile, rounded to bf16, 0 above the diagonal), then the inter products of the
+  //    role's tiles (B = rw / 4 and rw / 4 + 2, keys 16 (rw mod 4) …: the tiles dqk_warp_tiles gives this warp)
+  const int g8 = lane >> 2, t2 = (lane & 3) * 2;
+  {
+    const int ti = warp >> 2, tj = warp & 3;
+    float da[1][2][4] = {};
+    const int rbd[1] = {ti};
+    if (tj <= ti) warp_abt_swz<1>(da, Or, rbd, Vr, 16 * tj);  // dO_t · v_j
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int q = 0; q < 4; q += 2) {
+        const int t = 16 * ti + g8 + 8 * (q >> 1), j = 16 * tj + 8 * hh + t2;
+        *reinterpret_cast<__nv_bfloat162*>(dAs + t * lda + j) =
+            __floats2bfloat162_rn(j <= t ? da[0][hh][q] : 0.f, j + 1 <= t ? da[0][hh][q + 1] : 0.f);
+      }
+  }
+  const int rb[2] = {rw >> 2, (rw >> 2) + 2}, a0 = 16 * (rw & 3);
+  float acc[2][2][4];
+  if (role == 0) warp_abt_swz<2>(acc, Vr, rb, Ds, a0);  // v D_cᵀ
+  else warp_abt_swz<2>(acc, Or, rb, Hs, a0);            // dO H_cᵀ
+  __syncthreads();  // dA written; v, dO, D_c and H_c read: R_k and R_q take their place
+  {  // dk̃^inter = e^{γ−Γ_j} ⊙ (D_c v_j) on the writing rows; dq̂^inter = e^{Γ_t} ⊙ (H_c dO_t) on the reading rows
+    float* R = role == 0 ? Rk : Rq;
+#pragma unroll
+    for (int T = 0; T < 2; ++T)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int m = 16 * rb[T] + g8 + 8 * (q >> 1), a = a0 + 8 * hh + t2 + (q & 1);
+          float x;
+          if (role == 0) x = (recs[m].wr && a < kn) ? acc[T][hh][q] * __expf(G[(C - 1) * KT + a] - G[m * KT + a]) : 0.f;
+          else x = (recs[m].rd && a < kn) ? acc[T][hh][q] * __expf(G[m * KT + a]) : 0.f;
+          R[m * ldr + a] = x;
+        }
+  }
+  if (role == 0) named_barrier(1, role_threads);  // (constant ids: ptxas then reserves two barriers, not sixteen)
+  else named_barrier(2, role_threads);
+
+  // 3. each role as chunk_bwd_dqk_kernel's: R's rows out, s · R and ⟨x_i, R_i⟩ (16 threads per row)
+  auto kf = [&](int j, int a) { return to_f32(Ks[j * ldk + a]); };
+  auto write_rows = [&](const float* R, const Op* X, bool vec, int which, auto&& row_of) {
+    const int l16 = rt % 16, b0 = l16 * 4;
+    for (int i = rt / 16; i < C; i += role_threads / 16) {
+      float dot = 0.f;
+      if (b0 < kn) {
+        const float4 x4 = *reinterpret_cast<const float4*>(R + i * ldr + b0);
+        const float x[4] = {x4.x, x4.y, x4.z, x4.w};
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          if (b0 + u < kn) dot += to_f32(X[i * ldk + b0 + u]) * x[u];
+        float* dst = nullptr;
+        float s = 0.f;
+        row_of(i, dst, s);
+        if (dst) {
+          if (vec && b0 + 4 <= kn) *reinterpret_cast<float4*>(dst + b0) = make_float4(s * x[0], s * x[1], s * x[2], s * x[3]);
+          else
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+              if (b0 + u < kn) dst[b0 + u] = s * x[u];
+        }
+      }
+#pragma unroll
+      for (int o = 8; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      if (l16 == 0 && p.dotbuf) p.dotbuf[((ch * (KP / KT) + kt) * C + i) * 2 + which] = dot;
+    }
+  };
+  if (role == 0) {
+    {  // Σ_j k̃_j ⊙ dk̃_j^inter: `parts` partial sums of C / parts rows per key
+      constexpr int rows = C / parts;
+      const int a = rt % KT, part = rt / KT;
+      float s = 0.f;
+      for (int j = part * rows; j < part * rows + rows; ++j) s += kf(j, a) * recs[j].w * Rk[j * ldr + a];
+      cpart[part * KT + a] = s;
+    }
+    named_barrier(1, role_threads);  // c_n's partial sums have read R_k
+    dqk_warp_tiles<true>(Rk, ldr, dAs, lda, Qs, ldk, G, KT, recs, slow, kn, rw, 8);
+    named_barrier(1, role_threads);
+    if (rt < KT) {
+      const int a = rt;
+      float inter = 0.f;
+#pragma unroll
+      for (int q = 0; q < parts; ++q) inter += cpart[q * KT + a];
+      cn[a] = a < kn ? cn[a] * __expf(G[(C - 1) * KT + a]) + inter : 0.f;
+    }
+    if (p.dk || p.dotbuf)  // dk = w dk̃ and ⟨k_j, dk̃_j⟩ over the tile
+      write_rows(Rk, Ks, K % 4 == 0 && aligned16(p.dk), 0, [&](int j, float*& dst, float& s) {
+        const chunk_record& r = recs[j];
+        dst = r.wr && p.dk ? p.dk + (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 : nullptr;
+        s = r.w;
+      });
+  } else {
+    dqk_warp_tiles<false>(Rq, ldr, dAs, lda, Ks, ldk, G, KT, recs, slow, kn, rw, 8);
+    named_barrier(2, role_threads);
+    if (p.dq || p.dotbuf)  // dq = r dq̂ and ⟨q_t, dq̂_t⟩ over the tile
+      write_rows(Rq, Qs, K % 4 == 0 && aligned16(p.dq), 1, [&](int t, float*& dst, float& s) {
+        const chunk_record& r = recs[t];
+        dst = r.rd && p.dq ? p.dq + (r.hv * p.Rr + r.slot) * K + k0 : nullptr;
+        s = r.r;
+      });
+  }
+  if (!p.dg) return;  // uniform over the block
+  __syncthreads();  // R_k, R_q and c_n final
+
+  // 4. dg_u = Σ_{t ≥ u in chunk} (q_t ⊙ dq_t − k_t ⊙ dk_t) + c_n on the writing rows, with dq_t = r_t dq̂_t and
+  //    dk_t = w_t dk̃_t as written above, walked backwards as chunk_dg_kernel walks them
+  if (tid < KT) {
+    const int a = tid;
+    const float cna = cn[a];
+    float acc = 0.f;
+    for (int t = C - 1; t >= 0; --t) {
+      const chunk_record& r = recs[t];
+      if (a < kn) {
+        if (r.rd) acc += to_f32(Qs[t * ldk + a]) * (r.r * Rq[t * ldr + a]);
+        if (r.wr) acc -= kf(t, a) * (r.w * Rk[t * ldr + a]);
+        if (r.wr) p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a] = (floor_bits[t][a >> 5] >> (a & 31) & 1u) ? 0.f : acc + cna;
+      }
+    }
   }
 }
 
@@ -1069,15 +1402,21 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
       check(cudaFuncSetAttribute(chunk_kstate_kernel<D, Dev, KP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(kstate_smem<D, Dev>(KP).bytes)),
             "cudaFuncSetAttribute(chunk_kstate_kernel)", api);
-      check(cudaFuncSetAttribute(chunk_bwd_da_kernel<D, Dev>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(da_smem().bytes)),
-            "cudaFuncSetAttribute(chunk_bwd_da_kernel)", api);
       check(cudaFuncSetAttribute(chunk_bwd_dv_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(dv_smem<KP>().bytes)),
             "cudaFuncSetAttribute(chunk_bwd_dv_kernel)", api);
-      check(cudaFuncSetAttribute(chunk_bwd_dqk_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(dqk_smem<D>().bytes)),
-            "cudaFuncSetAttribute(chunk_bwd_dqk_kernel)", api);
+      if constexpr (dqkg_fused<D>) {
+        check(cudaFuncSetAttribute(chunk_bwd_dqkg_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(dqkg_smem().bytes)),
+              "cudaFuncSetAttribute(chunk_bwd_dqkg_kernel)", api);
+      } else {
+        check(cudaFuncSetAttribute(chunk_bwd_da_kernel<D, Dev>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(da_smem().bytes)),
+              "cudaFuncSetAttribute(chunk_bwd_da_kernel)", api);
+        check(cudaFuncSetAttribute(chunk_bwd_dqk_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(dqk_smem<D>().bytes)),
+              "cudaFuncSetAttribute(chunk_bwd_dqk_kernel)", api);
+      }
     } else {
       check(cudaFuncSetAttribute(chunk_state_kernel<D, Dev, KP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(state_smem<D, Dev>(KP).bytes)),
@@ -1136,21 +1475,35 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
   if (chunks > 0) {
     // 4. per-chunk gradients
     if constexpr (tc) {
-      chunk_bwd_da_kernel<D, Dev><<<dim3(ch, hv), bwd_threads, da_smem().bytes, stream>>>(p);
-      check_launch("chunk_bwd_da_kernel", api);
+      if constexpr (!dqkg_fused<D>) {
+        chunk_bwd_da_kernel<D, Dev><<<dim3(ch, hv), bwd_threads, da_smem().bytes, stream>>>(p);
+        check_launch("chunk_bwd_da_kernel", api);
+      }
       if (p.dv) {
         const unsigned tv = static_cast<unsigned>((p.V + bwd_tv - 1) / bwd_tv);
         chunk_bwd_dv_kernel<D, Dev, KP><<<dim3(ch, hv, tv), bwd_threads, dv_smem<KP>().bytes, stream>>>(p);
         check_launch("chunk_bwd_dv_kernel", api);
       }
-      chunk_bwd_dqk_kernel<D, Dev, KP><<<dim3(ch, hv, 2 * (KP / bwd_kt)), dqk_threads, dqk_smem<D>().bytes, stream>>>(p);
-      check_launch("chunk_bwd_dqk_kernel", api);
+      if constexpr (dqkg_fused<D>) {  // dA, dq, dk and dg in one kernel (4d)
+        chunk_bwd_dqkg_kernel<D, Dev, KP><<<dim3(ch, hv, KP / bwd_kt), dqkg_threads, dqkg_smem().bytes, stream>>>(p);
+        check_launch("chunk_bwd_dqkg_kernel", api);
+      } else {
+        chunk_bwd_dqk_kernel<D, Dev, KP><<<dim3(ch, hv, 2 * (KP / bwd_kt)), dqk_threads, dqk_smem<D>().bytes, stream>>>(p);
+        check_launch("chunk_bwd_dqk_kernel", api);
+      }
     } else {
       chunk_grad_exact_kernel<D, Dev, KP><<<dim3(ch, hv), 256, grad_exact_smem<D>(p.K, p.V, KP).bytes, stream>>>(p);
       check_launch("chunk_grad_exact_kernel", api);
     }
-    // 5. dg (and, bf16, the router weights' gradients)
-    if ((want_dg && !decay_none<D>) || p.dotbuf) {
+    // 5. dg (and, bf16, the router weights' gradients; where 4d formed dg, only those)
+    if constexpr (tc && dqkg_fused<D>) {
+      if (p.dotbuf) {
+        chunk_bwd_params<Dev> w = p;
+        w.dg = nullptr;
+        chunk_dg_kernel<D, Dev, KP><<<dim3(ch, hv), KP, 0, stream>>>(w);
+        check_launch("chunk_dg_kernel", api);
+      }
+    } else if ((want_dg && !decay_none<D>) || p.dotbuf) {
       chunk_dg_kernel<D, Dev, KP><<<dim3(ch, hv), KP, 0, stream>>>(p);
       check_launch("chunk_dg_kernel", api);
     }

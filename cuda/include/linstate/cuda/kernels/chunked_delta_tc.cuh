@@ -427,12 +427,7 @@ inline constexpr int ldu = chunk_len + 8;             //!< fp32 [16][C] pitch of
 inline constexpr int lks = chunk_max_k + 8;           //!< bf16 pitch of the state kernel's K-wide rows (fixed: immediates)
 
 __device__ __forceinline__ unsigned smem_addr(const void* s) { return static_cast<unsigned>(__cvta_generic_to_shared(s)); }
-__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* s) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(s)));
-}
-// (ldsm_x4_trans: chunked.cuh)
+// (ldsm_x4 and ldsm_x4_trans: chunked.cuh)
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
