@@ -387,7 +387,9 @@ inline void intra_subchunked(const Eigen::Ref<const RowMat>& Q, const Eigen::Ref
 //! One chunk of run_chunked: the steps [c0, c0 + min(C, st.n − c0)) of the stream. Updates the state
 //! and, when a step of the chunk reads, leaves its output rows in sc.O.topRows(m) and returns true
 //! (the caller adds them where they belong); a chunk with neither reads nor writes returns false.
-template <class D, class Scalar>
+//! StatesOnly: the state update alone, every step taken as unread (no q, no outputs; returns false): the
+//! backward's recomputation of the chunk states, the same operations on the same values as the forward's.
+template <class D, bool StatesOnly = false, class Scalar>
 bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg, index_t c0,
                 index_t C, chunk_scratch& sc) {
   static_assert(!is_delta<D>, "chunked delta rule: see run_chunked_delta");
@@ -403,13 +405,13 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
   for (index_t i = 0; i < m; ++i) {
     const index_t s = c0 + i, t = st.tok(s);
     const std::uint8_t f = st.flag(s);
-    const bool w = f & detail::route_write, r = f & detail::route_read;
+    const bool w = f & detail::route_write, r = !StatesOnly && (f & detail::route_read);
     any_w |= w, any_r |= r;
     float* qrow = sc.Q.row(i).data();
     float* krow = sc.Kc.row(i).data();
     float* vrow = sc.Vc.row(i).data();
     if (r) load(src.q + (t * H + tg.h) * K, qrow, K, pb.scale * st.wgt_r(s));
-    else std::fill(qrow, qrow + K, 0.f);
+    else if (!StatesOnly) std::fill(qrow, qrow + K, 0.f);
     if (w) {
       load(src.k + (t * H + tg.h) * K, krow, K, st.wgt_w(s));
       load(src.v + (t * HV + tg.hv) * V, vrow, V);
@@ -433,7 +435,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       // multiple of the packet: fused_exps). When the chunk's span turns out too large for the single
       // product (span > single_gemm_span), Einv is not read (it may then hold inf or NaN).
       if (fused_exps) {  // exp.hpp: Eigen's packet exp with a cheaper 2^m, the same bits
-        mul_exp_row<1>(grow, qrow, sc.Kd.row(i).data(), K);
+        if (!StatesOnly) mul_exp_row<1>(grow, qrow, sc.Kd.row(i).data(), K);
         mul_exp_row<-1>(grow, krow, sc.Einv.row(i).data(), K);
       }
     }
