@@ -138,8 +138,8 @@ struct mixer_config {
   //! The fp32 kernel's forward keeps its chunk states for the backward (linstate::saved_states, held by the
   //! layer from forward to backward: HV·K·V·4 / C bytes per token, 8 KiB at H = 8, K = V = 128, C = 64;
   //! only the calls that keep them, see saved_states); false: the backward recomputes them. The same
-  //! gradients either way; keeping them made a GLA training step's kernel ×0.83 of the time on 2 threads
-  //! (docs/benchmarks.md, "Issue 13, session 13").
+  //! gradients either way; keeping them made a GLA training step's kernel calls ×0.86–0.93 of the wall
+  //! time on 2 threads (docs/benchmarks.md, "Issue 13, session 13").
   bool keep_chunk_states = true;
 };
 
