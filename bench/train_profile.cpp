@@ -11,7 +11,9 @@
 // phase's thread CPU time (summed over threads). Prints medians over the samples.
 //
 //   bench/profile.sh BUILD_DIR --threads=2         # builds and runs phase_profile, train_profile, gemm_shapes
-//   BUILD_DIR/train_profile [--T=4096] [--H=8] [--threads=1,2] [--samples=5] [--min-time=0.5]
+//   BUILD_DIR/train_profile [--T=4096] [--H=8] [--threads=1,2] [--samples=5] [--min-time=0.5] [--saved=1]
+// --saved=1 (default): the forward keeps its chunk states for the backward (linstate::saved_states); 0: the
+// backward recomputes them.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,7 +42,8 @@ namespace lb = linstate::bench;
 namespace ph = linstate::detail::phase;
 
 struct gla : linstate::spec<> {};
-index_t H = 8;  // --H: heads (a head's rows lie H·K floats apart)
+index_t H = 8;       // --H: heads (a head's rows lie H·K floats apart)
+bool saved = true;   // --saved=0: the backward recomputes the chunk states (else the forward keeps them)
 
 struct timing {
   std::vector<double> wall, cpu;
@@ -83,16 +86,25 @@ void profile(index_t T, int threads, int samples, double min_time) {
   const linstate::cpu be{.threads = threads};
   const linstate::chunked<64> alg{};
   const linstate::inputs<float> in = w.in();
-  auto fwd = [&] { w.prefill(be, alg); };
-  auto bwd = [&] { linstate::backward<gla>(be, in, linstate::cotangents<float>{.o = w.d_o.cview()}, w.grads(), alg, linstate::varlen{}, w.call); };
+  const linstate::outputs<float> out{w.o.view(), w.final_state.view()};
+  const linstate::cotangents<float> d{.o = w.d_o.cview()};
+  auto fwd = [&] {
+    if (saved) linstate::forward<gla>(be, in, out, w.saved, alg, linstate::varlen{}, w.call);
+    else w.prefill(be, alg);
+  };
+  auto bwd = [&] {
+    if (saved) linstate::backward<gla>(be, in, d, w.grads(), w.saved, alg, linstate::varlen{}, w.call);
+    else linstate::backward<gla>(be, in, d, w.grads(), alg, linstate::varlen{}, w.call);
+  };
   w.train(be, alg);
   timing f, b;
   for (int s = 0; s < samples; ++s) {
     if (s % 2 == 0) sample(fwd, min_time, f), sample(bwd, min_time, b);
     else sample(bwd, min_time, b), sample(fwd, min_time, f);
   }
-  std::printf("\nGLA chunked<64>, B = 1, T = %ld, H = %ld, K = V = 128, threads = %d, medians of %d samples (load %s)\n",
-              static_cast<long>(T), static_cast<long>(H), threads, samples, loadavg().c_str());
+  std::printf("\nGLA chunked<64>, B = 1, T = %ld, H = %ld, K = V = 128, threads = %d, chunk states %s, medians of %d samples (load %s)\n",
+              static_cast<long>(T), static_cast<long>(H), threads, saved ? "kept by the forward" : "recomputed", samples,
+              loadavg().c_str());
   print("forward (final state written)", f, T);
   print("backward", b, T);
   const double fw = median(f.wall), bw = median(b.wall), fc = median(f.cpu), bc = median(b.cpu);
@@ -115,8 +127,9 @@ int main(int argc, char** argv) {
     else if (!std::strncmp(argv[i], "--threads=", 10)) threads = ints(argv[i] + 10);
     else if (!std::strncmp(argv[i], "--samples=", 10)) samples = std::atoi(argv[i] + 10);
     else if (!std::strncmp(argv[i], "--min-time=", 11)) min_time = std::atof(argv[i] + 11);
+    else if (!std::strncmp(argv[i], "--saved=", 8)) saved = std::atoi(argv[i] + 8) != 0;
     else {
-      std::fprintf(stderr, "usage: train_profile [--T=4096] [--H=8] [--threads=2] [--samples=5] [--min-time=0.5]\n");
+      std::fprintf(stderr, "usage: train_profile [--T=4096] [--H=8] [--threads=2] [--samples=5] [--min-time=0.5] [--saved=1]\n");
       return 2;
     }
   }

@@ -22,7 +22,9 @@
 //            next step of the same sequences), T tokens per sequence (default 1), algorithm recurrent{}
 //   prefill  linstate::forward over T tokens (default 1024), final state written (options.final_state),
 //            zero initial state unless options.initial_state, algorithm automatic{}
-//   train    that forward, then linstate::backward with a random ∂L/∂o, every input's gradient written
+//   train    that forward, then linstate::backward with a random ∂L/∂o, every input's gradient written; the
+//            forward keeps its chunk states for the backward (linstate::saved_states) unless
+//            options.saved_states = false
 // The algorithm and the strategy are the trailing arguments, as for linstate::forward.
 //
 // Method: one untimed first call; one timed call as an estimate; min(warmup, ⌈warmup_ms / estimate⌉)
@@ -125,6 +127,9 @@ struct options {
   std::optional<scalar_type> dtype{};
   bool initial_state = false;  //!< prefill, train: start from a random state (train: ∂L/∂h0 written too)
   bool final_state = true;     //!< prefill, train: write the final state
+  //! train: the forward keeps its chunk states for the backward (linstate::saved_states; the calls that keep
+  //! them: its documentation), as a training step does; false: the backward recomputes them
+  bool saved_states = true;
   std::uint64_t seed = 2024;   //!< the inputs are a function of the seed and the sizes
   linstate::options call{};    //!< passed to every call (scale, gates); N, kw, kr above are copied into it
   // --- timing ---------------------------------------------------------------------------------------
@@ -817,9 +822,11 @@ class workload {
   gradient_result<Scalar> grad;                //!< train: where backward() writes
   linstate::options call{};                    //!< the call options (N, kw, kr resolved)
   detail::resolved sizes{};
+  bool keep_states = true;                     //!< train: options.saved_states
+  linstate::saved_states saved;                //!< train: the chunk states the forward keeps for the backward
 
   workload(mode m, const options& opt, const std::string& api = "linstate::bench::workload")
-      : sizes(detail::resolve<Spec>(m, opt, api)) {
+      : sizes(detail::resolve<Spec>(m, opt, api)), keep_states(opt.saved_states) {
     call = sizes.call;
     testing::random_options ro;
     ro.initial_state = m == mode::decode || opt.initial_state;
@@ -873,12 +880,17 @@ class workload {
   void prefill(const cpu& be, Algorithm a = {}, Strategy s = {}) {
     forward<Spec>(be, in(), outputs<Scalar>{o.view(), mv(final_state)}, a, s, call);
   }
-  //! One training call: forward, then backward with d_o into grad.
+  //! One training call: forward, then backward with d_o into grad (with keep_states, through `saved`).
   template <class Algorithm = automatic, class Strategy = varlen>
   void train(const cpu& be, Algorithm a = {}, Strategy s = {}) {
     const inputs<Scalar> i = in();
-    forward<Spec>(be, i, outputs<Scalar>{o.view(), mv(final_state)}, a, s, call);
-    backward<Spec>(be, i, cotangents<Scalar>{.o = d_o.cview()}, grads(), a, s, call);
+    if (keep_states) {
+      forward<Spec>(be, i, outputs<Scalar>{o.view(), mv(final_state)}, saved, a, s, call);
+      backward<Spec>(be, i, cotangents<Scalar>{.o = d_o.cview()}, grads(), saved, a, s, call);
+    } else {
+      forward<Spec>(be, i, outputs<Scalar>{o.view(), mv(final_state)}, a, s, call);
+      backward<Spec>(be, i, cotangents<Scalar>{.o = d_o.cview()}, grads(), a, s, call);
+    }
   }
 
  private:

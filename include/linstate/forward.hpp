@@ -15,7 +15,9 @@
 #include "concepts.hpp"
 #include "detail/numeric.hpp"
 #include "detail/problem.hpp"
+#include "detail/saved_states.hpp"
 #include "io_types.hpp"
+#include "saved_states.hpp"
 
 namespace linstate {
 
@@ -99,6 +101,27 @@ void check_no_alias(const std::string& api, const inputs<Scalar>& in, const outp
 
 }  // namespace detail
 
+namespace detail {
+template <class Spec, class Algorithm, class Strategy, class Scalar>
+void forward_cpu(const cpu& be, const inputs<Scalar>& in, const outputs<Scalar>& out, const options& opt, saved_states* keep) {
+  static_assert(validate_call<Spec, Algorithm, Strategy>());
+  static const std::string api = "linstate::forward";
+  const auto pb = make_problem<Spec>(api, in, out.o, out.final_state, "final_state", opt);
+  check_no_alias(api, in, out, "final_state");
+  std::vector<float> scratch_state;
+  float* state = out.final_state.data;
+  if (!state) {
+    scratch_state.resize(static_cast<std::size_t>(pb.state_numel()));
+    state = scratch_state.data();
+  }
+  // (copy_n, not memcpy: with B = 0 both pointers may be null, and there is nothing to copy)
+  if (in.initial_state.empty()) std::fill(state, state + pb.state_numel(), 0.f);
+  else std::copy_n(in.initial_state.data, pb.state_numel(), state);
+  cpu_detail::run<typename Spec::decay>(be, pb, in, state, out.o.data, cpu_chunk<Algorithm, typename Spec::decay>(pb),
+                                        gathers<Strategy>(), keep, saved_states_access::tag<Spec>());
+}
+}  // namespace detail
+
 //! \brief Forward pass of variant `Spec` on backend `be`.
 //!
 //! Reads `in` (never modified; `in.initial_state` is only read), writes `out.o` `[B,T,HV,V]` and, when
@@ -111,21 +134,21 @@ void check_no_alias(const std::string& api, const inputs<Scalar>& in, const outp
 template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
 void forward(const cpu& be, const inputs<Scalar>& in, const outputs<Scalar>& out, Algorithm = {}, Strategy = {},
              const options& opt = {}) {
-  static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
-  static const std::string api = "linstate::forward";
-  const auto pb = detail::make_problem<Spec>(api, in, out.o, out.final_state, "final_state", opt);
-  detail::check_no_alias(api, in, out, "final_state");
-  std::vector<float> scratch_state;
-  float* state = out.final_state.data;
-  if (!state) {
-    scratch_state.resize(static_cast<std::size_t>(pb.state_numel()));
-    state = scratch_state.data();
-  }
-  // (copy_n, not memcpy: with B = 0 both pointers may be null, and there is nothing to copy)
-  if (in.initial_state.empty()) std::fill(state, state + pb.state_numel(), 0.f);
-  else std::copy_n(in.initial_state.data, pb.state_numel(), state);
-  cpu_detail::run<typename Spec::decay>(be, pb, in, state, out.o.data, detail::cpu_chunk<Algorithm, typename Spec::decay>(pb),
-                                        detail::gathers<Strategy>());
+  detail::forward_cpu<Spec, Algorithm, Strategy>(be, in, out, opt, nullptr);
+}
+
+//! \brief Forward pass of a training step that keeps, in `keep`, the state entering every chunk for the
+//! backward of the same inputs (linstate::saved_states: which calls keep them, and their memory, HV·K·V·4 / C
+//! bytes per token). Otherwise the same call as above; a call that keeps nothing leaves `keep` empty.
+//! \code
+//! linstate::saved_states saved;
+//! linstate::forward<gla>(linstate::cpu{}, in, out, saved, linstate::chunked<64>{});
+//! linstate::backward<gla>(linstate::cpu{}, in, {.o = dO.view()}, grads, saved, linstate::chunked<64>{});
+//! \endcode
+template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
+void forward(const cpu& be, const inputs<Scalar>& in, const outputs<Scalar>& out, saved_states& keep, Algorithm = {},
+             Strategy = {}, const options& opt = {}) {
+  detail::forward_cpu<Spec, Algorithm, Strategy>(be, in, out, opt, &keep);
 }
 
 //! \brief Forward pass that updates `state` `[S,P,HV,K,V]` in place (it is the initial state on entry

@@ -32,6 +32,7 @@
 #include "describe.hpp"
 #include "io_types.hpp"
 #include "layout.hpp"
+#include "saved_states.hpp"
 #include "spec.hpp"
 
 #include "forward.hpp"

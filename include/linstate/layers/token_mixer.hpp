@@ -135,6 +135,12 @@ struct mixer_config {
   std::uint64_t seed = 0;         //!< the initialisation's seed (with each parameter's name)
   options kernel{};               //!< passed to linstate::forward / backward (scale, dynamic N, kw, kr)
   cpu backend{};                  //!< the CPU backend of the fp32 kernel calls (its thread count)
+  //! The fp32 kernel's forward keeps its chunk states for the backward (linstate::saved_states, held by the
+  //! layer from forward to backward: HV·K·V·4 / C bytes per token, 8 KiB at H = 8, K = V = 128, C = 64;
+  //! only the calls that keep them, see saved_states); false: the backward recomputes them. The same
+  //! gradients either way; keeping them made a GLA training step's kernel calls ×0.86–0.93 of the wall
+  //! time on 2 threads (docs/benchmarks.md, "Issue 13, session 13").
+  bool keep_chunk_states = true;
 };
 
 //! \brief The token mixer of one SSE / GLA / GDN layer for variant `V`, forward and backward.
@@ -296,8 +302,9 @@ class token_mixer {
       // kernel call would make a scratch state [S,P,HV,K,V] on every step)
       const shape_t st = linstate::state_shape<V>(kin_, cfg_.kernel);
       state_.resize(static_cast<std::size_t>(st.numel()));
-      linstate::forward<V>(cfg_.backend, kin_, outputs<float>{{o_.data(), vs}, {state_.data(), st}}, Algorithm{}, Strategy{},
-                           cfg_.kernel);
+      const outputs<float> out{{o_.data(), vs}, {state_.data(), st}};
+      if (cfg_.keep_chunk_states) linstate::forward<V>(cfg_.backend, kin_, out, saved_, Algorithm{}, Strategy{}, cfg_.kernel);
+      else linstate::forward<V>(cfg_.backend, kin_, out, Algorithm{}, Strategy{}, cfg_.kernel);
       kernel_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } else {
       layers_detail::inputs64 in;
@@ -618,7 +625,9 @@ class token_mixer {
       }
       if constexpr (routes) gr.router_logits = {dlogits_.data(), ls};
       const auto t0 = std::chrono::steady_clock::now();
-      linstate::backward<V>(cfg_.backend, kin_, cotangents<float>{.o = {do_.data(), vs}}, gr, Algorithm{}, Strategy{}, cfg_.kernel);
+      const cotangents<float> d{.o = {do_.data(), vs}};
+      if (cfg_.keep_chunk_states) linstate::backward<V>(cfg_.backend, kin_, d, gr, saved_, Algorithm{}, Strategy{}, cfg_.kernel);
+      else linstate::backward<V>(cfg_.backend, kin_, d, gr, Algorithm{}, Strategy{}, cfg_.kernel);
       kernel_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } else {
       do32_.assign(do_.begin(), do_.end());
@@ -654,6 +663,7 @@ class token_mixer {
   std::vector<Real> dyn_, do_, dhog_, dz_, dvf_, dvp_, dlogits_;
   std::vector<float> vf32_, logits32_, dlogits32_, do32_;
   std::vector<float> state_;  //!< the kernel's final state [S,P,HV,K,V] (fp32 forward; not read)
+  saved_states saved_;        //!< the kernel's chunk states, kept for the backward (mixer_config::keep_chunk_states)
   inputs<float> kin_{};
 };
 

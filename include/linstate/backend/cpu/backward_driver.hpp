@@ -50,7 +50,7 @@ struct backward_task_buffers {
 
 template <class D, class R, class Scalar>
 void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const cotangents<Scalar>& dout,
-                  const gradients<Scalar>& gr, index_t chunk, bool gather) {
+                  const gradients<Scalar>& gr, index_t chunk, bool gather, const saved_states* saved = nullptr) {
   const index_t S = pb.S, H = pb.H, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P, N = pb.N, G = HV / H;
   constexpr bool generic = detail::is_generic<D>;
   const index_t gk = std::max<index_t>(pb.gate_width(), 1);  // gate entries per (token, value head)
@@ -100,7 +100,13 @@ void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<
     if constexpr (generic) gsc.reserve(K, V, pb.gate_width());
     else if (chunk == 0) rsc.reserve(K, V, segment);
     else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
-    else csc.reserve(chunk, K, V);
+    else {
+      csc.reserve(chunk, K, V);
+      // the chunk states' recomputation runs the forward's chunk step (chunked_backward.hpp), with the
+      // forward driver's choice of products
+      csc.fwd.bf16_products = cpu_bf16_dot && be.bf16_products && std::is_same_v<Scalar, Eigen::bfloat16>;
+      if (csc.fwd.bf16_products) csc.fwd.reserve_bf16(chunk, K, V);
+    }
     backward_task_buffers own;
 #if LINSTATE_HAS_OPENMP
 #pragma omp for schedule(dynamic, 1)
@@ -122,6 +128,7 @@ void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<
           tg.dv = gr.v.data + (tok0 * HV + hv) * V, tg.ld_v = HV * V;
           if (!gr.g.empty()) tg.dg = gr.g.data + (tok0 * HV + hv) * gk, tg.ld_g = HV * gk;
           tg.assign = true;  // dcw, dcr: null (no router)
+          if (saved) tg.chunk_states = detail::saved_states_access::data(*saved) + detail::saved_states_access::offset(*saved, s, hv);
           run_chunked_backward<D>(pb, main_src, partition_stream(pb, s, 0, routed, rs), tg, chunk, csc);
           continue;
         }
@@ -164,6 +171,9 @@ void run_backward(const cpu& be, const detail::problem_for<R>& pb, const inputs<
           tg.dq = dq[fam].data(), tg.dk = dk[fam].data(), tg.dv = dv.data();
           tg.dg = dg[fam].data(), tg.dbeta = dbeta[fam].data();
           tg.dcw = dcw_step.data(), tg.dcr = dcr_step.data();
+          // the forward kept the chunk states of single-partition calls only (linstate::saved_states)
+          if (saved && P == 1 && !routed)
+            tg.chunk_states = detail::saved_states_access::data(*saved) + detail::saved_states_access::offset(*saved, s, hv);
           const source<Scalar>& src = is_shared ? shared_src : main_src;
           if constexpr (generic) run_recurrent_generic_backward<D>(pb, src, st, tg, segment, gsc);
           else if (chunk == 0) run_recurrent_backward<D>(pb, src, st, tg, segment, rsc);

@@ -41,6 +41,9 @@ struct bwd_target {
   // every step reads and writes: each row is written exactly once).
   index_t ld_q = 0, ld_k = 0, ld_v = 0, ld_g = 0;
   bool assign = false;
+  // run_chunked_backward only: the states entering the stream's chunks, transposed, [⌈n / C⌉, V, K], as the
+  // forward kept them (linstate::saved_states); null: recomputed from the inputs
+  const float* chunk_states = nullptr;
 };
 
 //! x̂ = x / sqrt(Σx² + 1e-6):  dx = dx̂ / n − x ⟨x, dx̂⟩ / n³   (into dx, accumulating)

@@ -32,8 +32,9 @@
 // diagonal sub-blocks are element-wise for j ≤ t only. Γ sums the floored gates max(g, −104) (as the
 // forward, detail::chunked_log_decay_floor), and dg of a floored gate is exactly 0 (floor_gradient).
 //
-// Memory: one K×V state per chunk boundary (H_0 … H_NC), kept in the scratch; no allocation inside
-// the chunk loops once the scratch has grown to the longest stream.
+// Memory: the state entering every chunk (H_0ᵀ … H_{NC−1}ᵀ, V×K each): the forward's when it kept them
+// (linstate::saved_states, bwd_target::chunk_states), else recomputed into the scratch by the forward's
+// chunk step; no allocation inside the chunk loops once the scratch has grown to the longest stream.
 #pragma once
 
 #include <Eigen/Core>
@@ -67,7 +68,9 @@ struct chunk_bwd_scratch {
   RowMat D;                    // [K,V] ∂L/∂(state leaving the current chunk)
   RowMat DT;                   // [V,K] Dᵀ
   RowMat VT, KT;               // [V,C] Vᵀ, [K,C] (K̃ ⊙ e^{−Γ})ᵀ or K̃ᵀ: the right operands of dA and A
-  std::vector<float> states;   // [NC+1, V, K] chunk-boundary states, transposed: H_0ᵀ … H_NCᵀ
+  std::vector<float> states;   // [NC, V, K] the states entering the chunks, transposed, H_0ᵀ … H_{NC−1}ᵀ, when recomputed
+  std::vector<float> H;        // [K,V] the running state of their recomputation
+  chunk_scratch fwd;           // the forward's chunk step, which recomputes them (kernels.hpp)
   void reserve(index_t C, index_t K, index_t V) {
     G.resize(C, K), grow.resize(K);
     for (RowMat* x : {&Qr, &Kr, &Q, &Kt, &E, &Ei, &Egd, &Qg, &Kinv, &Kd, &dQi, &dQs, &dKi, &dKs, &DG, &T, &X})
@@ -77,6 +80,7 @@ struct chunk_bwd_scratch {
     A.resize(C, C), dA.resize(C, C);
     gamma.resize(K), egamma.resize(K), acc.resize(K), ex.resize(K);
     D.resize(K, V), DT.resize(V, K), VT.resize(V, C), KT.resize(K, C);
+    H.resize(static_cast<std::size_t>(K * V)), fwd.reserve(C, K, V);
   }
 };
 
@@ -238,10 +242,6 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
   constexpr bool decays = !decay_none<D>;
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, KV = K * V, GW = pb.gate_width();
   const index_t NC = (st.n + C - 1) / C;
-  if (sc.states.size() < static_cast<std::size_t>((NC + 1) * KV)) sc.states.resize(static_cast<std::size_t>((NC + 1) * KV));
-  // the chunk-boundary states are kept transposed, H_nᵀ [V,K]: every product that reads or writes them
-  // then takes row-major operands as they are (gemm.hpp's C = A·B with B row-major)
-  auto stateT = [&](index_t n) { return Eigen::Map<RowMat>(sc.states.data() + n * KV, V, K); };
   // gemm.hpp's products on AVX2 / AVX-512 (Eigen's elsewhere): C (mm×nn) = / += A·B, A through strides, B row-major
 #if LINSTATE_GEMM_KERNEL
   auto mul = [](auto md, index_t mm, index_t nn, index_t kk, const float* a, index_t rsa, index_t csa, const float* b,
@@ -324,52 +324,24 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
   // rows_exps: the decay factors formed row by row (exp_row), the same bits as exp_into on whole matrices
   constexpr index_t packet = Eigen::internal::packet_traits<float>::size;
   const bool rows_exps = decays && K % packet == 0;
-  // ---- forward over chunks: H_0 … H_NC (SPEC §2.3 step 1) ----
-  {
-    auto H0 = stateT(0);
-    if (tg.h0) H0 = Eigen::Map<const RowMat>(tg.h0, K, V).transpose();
-    else H0.setZero();
-  }
-  for (index_t n = 0; n < NC; ++n) {
-    const index_t c0 = n * C, m = std::min(C, st.n - c0);
-    auto Hn = stateT(n);
-    auto Hn1 = stateT(n + 1);
-    bool any_w, any_r;
-    LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
-    load_chunk(c0, m, false, any_w, any_r);
-    LINSTATE_PHASE(staging);
-    if (!any_w) {  // frozen: H_{n+1} = H_n bit for bit
-      Hn1 = Hn;
-      continue;
+  // ---- the states entering the chunks, H_0 … H_{NC−1}, transposed (H_nᵀ [V,K]: every product that reads
+  //      them then takes row-major operands as they are, gemm.hpp's C = A·B with B row-major; SPEC §2.3
+  //      step 1): kept by the forward (tg.chunk_states, linstate::saved_states), or recomputed here by the
+  //      forward's own chunk step (chunk_step<D, StatesOnly>: the same operations on the same values, so the
+  //      same bits) ----
+  const float* states = tg.chunk_states;
+  if (!states && NC > 0) {
+    if (sc.states.size() < static_cast<std::size_t>(NC * KV)) sc.states.resize(static_cast<std::size_t>(NC * KV));
+    float* Hs = sc.states.data();
+    float* H = sc.H.data();
+    if (tg.h0) std::memcpy(H, tg.h0, sizeof(float) * KV);
+    else std::fill(H, H + KV, 0.f);
+    gemm::transpose(K, V, H, V, Hs, K);
+    for (index_t n = 0; n + 1 < NC; ++n) {
+      chunk_step<D, true>(pb, src, st, target{tg.h, tg.hv, H, nullptr, tg.tok0}, n * C, C, sc.fwd);
+      gemm::transpose(K, V, H, V, Hs + (n + 1) * KV, K);
     }
-    auto Kt = sc.Kt.topRows(m);
-    auto Vc = sc.Vc.topRows(m);
-    if constexpr (decays) {
-      auto G = sc.G.topRows(m);
-      auto Kd = sc.Kd.topRows(m);
-      if (rows_exps)  // K̃ ⊙ e^{γ−Γ} row by row (exp_row; Egd: scratch)
-        for (index_t i = 0; i < m; ++i)
-          exp_row(K, G.row(i).data(), G.row(m - 1).data(), Kt.row(i).data(), nullptr, nullptr, sc.Egd.row(i).data(), nullptr,
-                  Kd.row(i).data(), nullptr, nullptr);
-      else {
-        exp_into(Kd, G, -1., G.row(m - 1).data(), 1.);  // K̃ ⊙ e^{γ−Γ}
-        Kd.array() *= Kt.array();
-      }
-      exp_into(sc.egamma, G.row(m - 1), 1.);
-      LINSTATE_PHASE(exps);
-      for (index_t v = 0; v < V; ++v) Hn1.row(v) = Hn.row(v).cwiseProduct(sc.egamma);  // (diag(e^{γ}) H)ᵀ
-      LINSTATE_PHASE(other);
-    } else {
-      Hn1 = Hn;
-    }
-    // H_{n+1}ᵀ += Vᵀ (K̃ ⊙ e^{γ−Γ})  (K̃ without decay)
-    const auto& Kx = decays ? sc.Kd : sc.Kt;
-#if LINSTATE_GEMM_KERNEL
-    mul(add_t{}, V, K, m, Vc.data(), 1, Vc.outerStride(), Kx.data(), Kx.outerStride(), Hn1.data(), K);
-#else
-    Hn1.noalias() += Vc.transpose() * Kx.topRows(m);
-#endif
-    LINSTATE_PHASE(gemm);
+    states = Hs;
   }
 
   // ---- reverse over chunks ----
@@ -384,7 +356,7 @@ void run_chunked_backward(const problem& pb, const source<Scalar>& src, const st
     LINSTATE_PHASE(staging);
     if (!any_w && !any_r) continue;  // frozen and unread: D passes through unchanged
     const bool both = any_w && any_r;
-    auto HnT = stateT(n);
+    const Eigen::Map<const RowMat> HnT(states + n * KV, V, K);
     auto Q = sc.Q.topRows(m);
     auto Kt = sc.Kt.topRows(m);
     auto Vc = sc.Vc.topRows(m);

@@ -9,6 +9,7 @@
 #include "../../algorithm.hpp"
 #include "../../backend/tags.hpp"
 #include "../../detail/problem.hpp"
+#include "../../detail/saved_states.hpp"
 #include "generic.hpp"
 #include "kernels.hpp"
 
@@ -167,12 +168,14 @@ inline stream partition_stream(const problem& pb, index_t s, index_t p, bool rou
 }
 
 //! Runs the forward pass with the state updated in place ([S,P,HV,K,V] fp32) and o written.
-//! `chunk` = 0 selects the recurrent kernel. The kernel is chosen by the decay policy's family:
+//! `chunk` = 0 selects the recurrent kernel. `keep` (may be null): where the chunked diagonal family's
+//! single-partition calls copy the state entering every chunk for the backward (linstate::saved_states;
+//! `variant`: the variant's tag); other calls leave it empty. The kernel is chosen by the decay policy's family:
 //! diagonal and delta have their own recurrent and chunked kernels, recurrent_only runs the generic
 //! recurrence from the policy's `step` (chunk is always 0 for it: the API refuses chunked<C>).
 template <class D, class R, class Scalar>
 void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, float* state, Scalar* o,
-         index_t chunk, bool gather) {
+         index_t chunk, bool gather, saved_states* keep = nullptr, const void* variant = nullptr) {
   constexpr bool generic = detail::is_generic<D>;
   const index_t S = pb.S, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P;
   call_buffers<forward_buffers> cb;
@@ -215,6 +218,15 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
   // [len, heads of the block, V] (a token's rows side by side, as in o), in the same order over the
   // partitions as the task-per-head loop, so the same values.
   const bool lockstep_multi = !generic && chunk > 0 && !lockstep;
+  // the states kept for the backward: the state entering chunk n of (sequence s, head hv) is copied,
+  // transposed ([V,K], as the backward's products read it), to saved + offset(s, hv) + n·K·V before the
+  // chunk runs (the same values the chunk then reads)
+  using sa = detail::saved_states_access;
+  float* saved = nullptr;
+  if (keep) {
+    if (lockstep && !is_delta<D>) saved = sa::prepare(*keep, variant, pb, in, chunk);
+    else sa::invalidate(*keep);
+  }
   index_t longest = 0;  // the longest sequence (the task loop's accumulator holds one)
   for (index_t s = 0; s < S; ++s)
     longest = std::max(longest, pb.seq[static_cast<std::size_t>(s + 1)] - pb.seq[static_cast<std::size_t>(s)]);
@@ -313,6 +325,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
           for (index_t c0 = 0; c0 < len; c0 += chunk)
             for (index_t hv = hv0; hv < hv1; ++hv) {
               const target tg{pb.key_head(hv), hv, state + (s * HV + hv) * K * V, nullptr, tok0};
+              if (saved) gemm::transpose(K, V, tg.state, V, saved + sa::offset(*keep, s, hv) + (c0 / chunk) * K * V, K);
               bool any_r;
               if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, main_src, st, tg, c0, chunk, dsc);
               else any_r = chunk_step<D>(pb, main_src, st, tg, c0, chunk, csc);

@@ -96,6 +96,17 @@ LINSTATE_EXP_INLINE void mul_exp_row(const float* g, const float* x, float* dst,
   }
 }
 
+//! dst[j] = e^{c − g[j]} for j < n, Eigen's bits for `Map<ArrayXf>(dst, n) = (c − Map<const ArrayXf>(g, n)).exp()` on a
+//! packet-aligned dst: whole packets by exp8, the tail by std::exp (Eigen's scalar path). The gated delta rule's
+//! rows of Γ_ij = e^{G_i − G_j}.
+LINSTATE_EXP_INLINE void exp_diff_row(float c, const float* g, float* dst, index_t n) {
+  namespace ei = Eigen::internal;
+  const exp_packet pc = ei::pset1<exp_packet>(c);
+  index_t j = 0;
+  for (; j + exp_packet_size <= n; j += exp_packet_size) ei::pstoreu(dst + j, exp8(ei::psub(pc, ei::ploadu<exp_packet>(g + j))));
+  for (; j < n; ++j) dst[j] = std::exp(c - g[j]);
+}
+
 //! x[0:n] = e^{x[0:n]}, Eigen's bits for `Map<ArrayXf>(x, n) = …exp()` on a packet-aligned x (the recurrent
 //! step's e^{g}: recurrent_scratch::g is aligned): whole packets by exp8 when n is a multiple of the packet,
 //! else Eigen's own evaluation (its scalar tail is std::exp).

@@ -94,12 +94,31 @@ inline void load(const Scalar* __restrict src, float* __restrict dst, index_t n,
   }
 }
 
-//! x ← x / sqrt(Σx² + 1e-6) (SPEC §3.1, fla's l2norm eps)
+//! x ← x / sqrt(Σx² + 1e-6) (SPEC §3.1, fla's l2norm eps). On AVX2 + FMA the sum of squares in four 8-lane
+//! partial sums (GCC does not vectorise the float reduction of the plain loop, which then waits on one add
+//! per element: a fifth of the gated delta rule's chunked forward), combined in a fixed order whatever the
+//! pointer's alignment, so every path and thread gets the same bits for the same row.
 inline void l2normalize(float* x, index_t n) {
   float s = 0.f;
-  for (index_t i = 0; i < n; ++i) s += x[i] * x[i];
+  index_t i = 0;
+#if LINSTATE_GEMM_KERNEL
+  if (n >= 32) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 32 <= n; i += 32) {
+      const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8), x2 = _mm256_loadu_ps(x + i + 16),
+                   x3 = _mm256_loadu_ps(x + i + 24);
+      a0 = _mm256_fmadd_ps(x0, x0, a0), a1 = _mm256_fmadd_ps(x1, x1, a1);
+      a2 = _mm256_fmadd_ps(x2, x2, a2), a3 = _mm256_fmadd_ps(x3, x3, a3);
+    }
+    const __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    s = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+  }
+#endif
+  for (; i < n; ++i) s += x[i] * x[i];
   const float r = 1.f / std::sqrt(s + 1e-6f);
-  for (index_t i = 0; i < n; ++i) x[i] *= r;
+  for (i = 0; i < n; ++i) x[i] *= r;
 }
 
 #if LINSTATE_GEMM_KERNEL
@@ -387,7 +406,9 @@ inline void intra_subchunked(const Eigen::Ref<const RowMat>& Q, const Eigen::Ref
 //! One chunk of run_chunked: the steps [c0, c0 + min(C, st.n − c0)) of the stream. Updates the state
 //! and, when a step of the chunk reads, leaves its output rows in sc.O.topRows(m) and returns true
 //! (the caller adds them where they belong); a chunk with neither reads nor writes returns false.
-template <class D, class Scalar>
+//! StatesOnly: the state update alone, every step taken as unread (no q, no outputs; returns false): the
+//! backward's recomputation of the chunk states, the same operations on the same values as the forward's.
+template <class D, bool StatesOnly = false, class Scalar>
 bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg, index_t c0,
                 index_t C, chunk_scratch& sc) {
   static_assert(!is_delta<D>, "chunked delta rule: see run_chunked_delta");
@@ -403,13 +424,13 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
   for (index_t i = 0; i < m; ++i) {
     const index_t s = c0 + i, t = st.tok(s);
     const std::uint8_t f = st.flag(s);
-    const bool w = f & detail::route_write, r = f & detail::route_read;
+    const bool w = f & detail::route_write, r = !StatesOnly && (f & detail::route_read);
     any_w |= w, any_r |= r;
     float* qrow = sc.Q.row(i).data();
     float* krow = sc.Kc.row(i).data();
     float* vrow = sc.Vc.row(i).data();
     if (r) load(src.q + (t * H + tg.h) * K, qrow, K, pb.scale * st.wgt_r(s));
-    else std::fill(qrow, qrow + K, 0.f);
+    else if (!StatesOnly) std::fill(qrow, qrow + K, 0.f);
     if (w) {
       load(src.k + (t * H + tg.h) * K, krow, K, st.wgt_w(s));
       load(src.v + (t * HV + tg.hv) * V, vrow, V);
@@ -433,7 +454,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       // multiple of the packet: fused_exps). When the chunk's span turns out too large for the single
       // product (span > single_gemm_span), Einv is not read (it may then hold inf or NaN).
       if (fused_exps) {  // exp.hpp: Eigen's packet exp with a cheaper 2^m, the same bits
-        mul_exp_row<1>(grow, qrow, sc.Kd.row(i).data(), K);
+        if (!StatesOnly) mul_exp_row<1>(grow, qrow, sc.Kd.row(i).data(), K);
         mul_exp_row<-1>(grow, krow, sc.Einv.row(i).data(), K);
       }
     }
@@ -632,6 +653,29 @@ struct delta_scratch {
   }
 };
 
+#if LINSTATE_GEMM_KERNEL
+//! X = (I + L)⁻¹ X in place for L strictly lower triangular (m×m; its diagonal and upper part are not read):
+//! forward substitution blocked by LINSTATE_DELTA_SOLVE_BLOCK rows, each block's rows first reduced by every
+//! earlier block in one product (gemm.hpp, C −= A·B), then solved row by row inside the block. Eigen's
+//! solveInPlace on these shapes (64 × 256) ran at a third of the products' rate (docs/benchmarks.md,
+//! "Issue 13, session 13").
+#ifndef LINSTATE_DELTA_SOLVE_BLOCK
+#define LINSTATE_DELTA_SOLVE_BLOCK 16
+#endif
+template <class LMat, class XMat>
+inline void unit_lower_solve(const LMat& L, XMat& X, index_t m) {
+  constexpr index_t b = LINSTATE_DELTA_SOLVE_BLOCK;
+  const index_t n = X.cols(), ldl = L.outerStride(), ldx = X.outerStride();
+  for (index_t r0 = 0; r0 < m; r0 += b) {
+    const index_t nb = std::min(b, m - r0);
+    if (r0 > 0)
+      gemm::product<gemm::sub>(nb, n, r0, L.data() + r0 * ldl, ldl, 1, X.data(), ldx, X.data() + r0 * ldx, ldx);
+    for (index_t i = r0 + 1; i < r0 + nb; ++i)
+      X.row(i).noalias() -= L.row(i).segment(r0, i - r0) * X.middleRows(r0, i - r0);
+  }
+}
+#endif
+
 //! One chunk of run_chunked_delta (as chunk_step for the diagonal family): updates the state and,
 //! when a step of the chunk reads, leaves its output rows in sc.O.topRows(m) and returns true.
 template <class D, class Scalar>
@@ -713,7 +757,15 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     // Γ_ij = e^{G_i − G_j} for j ≤ i (each ≤ 1), for both masks: one vectorised exponential per row
     auto Gam = sc.Gam.topLeftCorner(m, m);
     const Eigen::Map<const Eigen::Array<float, 1, Eigen::Dynamic>> Grow(G, m);
-    for (index_t i = 0; i < m; ++i) Gam.row(i).head(i + 1).array() = (G[i] - Grow.head(i + 1)).exp();
+#ifndef LINSTATE_DELTA_EIGEN_EXP
+    // Eigen's bits (exp_diff_row: exp8 on whole packets, std::exp on the tail, as Eigen's evaluation of a row
+    // that starts packet-aligned)
+    if (reinterpret_cast<std::uintptr_t>(Gam.data()) % (sizeof(float) * exp_packet_size) == 0 &&
+        Gam.outerStride() % exp_packet_size == 0)
+      for (index_t i = 0; i < m; ++i) exp_diff_row(G[i], G, Gam.row(i).data(), i + 1);
+    else
+#endif
+      for (index_t i = 0; i < m; ++i) Gam.row(i).head(i + 1).array() = (G[i] - Grow.head(i + 1)).exp();
     for (index_t i = 0; i < m; ++i) {
       const float bi = sc.beta[static_cast<std::size_t>(i)];
       L.row(i).head(i).array() *= bi * Gam.row(i).head(i).array();
@@ -725,7 +777,11 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
       RHS.row(i).tail(K) = (bi * std::exp(G[i])) * Kc.row(i);
     }
     LINSTATE_PHASE(exps);
+#if LINSTATE_GEMM_KERNEL
+    unit_lower_solve(L, RHS, m);
+#else
     L.template triangularView<Eigen::UnitLower>().solveInPlace(RHS);
+#endif
     LINSTATE_PHASE(solve);
     Vn.noalias() = RHS.leftCols(V);                  // U
 #if LINSTATE_GEMM_KERNEL                               // V_new = U − W S
