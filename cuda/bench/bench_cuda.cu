@@ -110,6 +110,7 @@ struct config {
   std::vector<std::string> strategies{"varlen", "mask"};
   bool flush = true, delta = false;
   int pieces = 0;                     // --pieces: the delta rule's bf16 forward pipeline (0: the library's choice)
+  int bscan_warps = 8;                // --bscan-warps: the delta rule's bf16 backward scans, warps per block (8, 16)
   std::string decode_path = "auto";  // --decode-path: auto (the library's choice), fused, stream, three-kernel
   int decode_variant = 0;             // --decode-variant: decode_stream_kernel's variant (measurements)
   std::string out;
@@ -149,6 +150,7 @@ void usage() {
       "  --no-flush                          do not flush the L2 before timed calls\n"
       "  --delta                             prefill/train also for the gated delta rule (gdn, sse_gdn_n4k1s)\n"
       "  --pieces=0                          the delta rule's bf16 forward in N pipelined pieces (0: the library's choice)\n"
+      "  --bscan-warps=8                     warps per block of the delta rule's bf16 backward scans (8 or 16)\n"
       "  --decode-path=auto                  decode: 'fused' takes the register-tile decode kernel (decode.cuh) at\n"
       "                                      every size, 'stream' the streamed one (decode_stream.cuh) wherever it\n"
       "                                      applies, 'three-kernel' neither (router, recurrent, combine; comparisons)\n"
@@ -178,6 +180,7 @@ config parse(int argc, char** argv) {
     else if (key == "--no-flush") c.flush = false;
     else if (key == "--delta") c.delta = true;
     else if (key == "--pieces") c.pieces = std::atoi(val.c_str());
+    else if (key == "--bscan-warps" && (val == "8" || val == "16")) c.bscan_warps = std::atoi(val.c_str());
     else if (key == "--decode-path" && (val == "auto" || val == "fused" || val == "stream" || val == "three-kernel"))
       c.decode_path = val;
     else if (key == "--decode-variant") c.decode_variant = std::atoi(val.c_str());
@@ -549,6 +552,7 @@ int main(int argc, char** argv) {
 
   bench_context ctx(cfg);
   linstate::cuda_detail::delta_tc_pieces_forced = cfg.pieces;
+  linstate::cuda_detail::delta_tc_bscan_warps = cfg.bscan_warps;
   std::string args;
   for (int i = 1; i < argc; ++i) args += std::string(i > 1 ? " " : "") + argv[i];
   ctx.meta("bench_cuda " + args);

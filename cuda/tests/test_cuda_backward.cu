@@ -697,6 +697,27 @@ TEST_CASE("chunked backward: the delta rule's two sequential passes side by side
   check_side_by_side<sse_gdn, Eigen::bfloat16>(make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 260, true, cu), 92);
 }
 
+//! The bf16 backward's two sequential passes (delta_tc_hstate_kernel, delta_tc_rscan_kernel) at 8 and at
+//! 16 warps per block: the same accumulators summed in the same order, so the same bits; and both
+//! within the tolerance of the exact path (the case above runs the default, 8).
+template <class Spec>
+void check_bscan_warps(const random_inputs& data, std::uint64_t seed) {
+  namespace cd = linstate::cuda_detail;
+  REQUIRE(cd::delta_tc_bscan_warps == 8);
+  const auto w8 = both<Spec, Eigen::bfloat16, linstate::chunked<64>>(data, seed).second;
+  cd::delta_tc_bscan_warps = 16;
+  const auto w16 = both<Spec, Eigen::bfloat16, linstate::chunked<64>>(data, seed).second;
+  cd::delta_tc_bscan_warps = 8;
+  check_same_bits(w8, w16);
+}
+
+TEST_CASE("chunked backward: the delta rule's bf16 backward scans at 8 and 16 warps per block give the same bits") {
+  check_bscan_warps<gdn>(make<gdn>({.B = 2, .T = 300, .H = 2, .HV = 2, .K = 128, .V = 128}, 261), 93);
+  check_bscan_warps<gdn>(make<gdn>({.B = 2, .T = 150, .H = 1, .HV = 4, .K = 32, .V = 64}, 262, false), 94);
+  const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
+  check_bscan_warps<sse_gdn>(make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 263, true, cu), 95);
+}
+
 TEST_CASE("only the requested gradients are written; none requested is a no-op") {
   const auto data = make<sse_gdn>({.B = 1, .T = 40, .H = 1, .HV = 2, .K = 32, .V = 32}, 140);
   const auto in = data.view();

@@ -65,7 +65,6 @@
 namespace linstate::cuda_detail {
 
 inline constexpr int dtc_threads = 256;       //!< prep and output kernels: 8 warps
-inline constexpr int dtc_scan_threads = 128;  //!< state kernel: 4 warps
 inline constexpr int dtc_scan_tile = 16;      //!< V columns per state-kernel block
 inline constexpr int dtc_out_tile = 64;       //!< V columns per output-kernel block
 
@@ -731,8 +730,10 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delt
 // split into hi + lo bf16 pairs: two products where one side is a raw input (A_lo·dO + A_hi·dO,
 // k·D_lo + k·D_hi, q·(s dO)_lo + q·(s dO)_hi), three for Wᵀ dVn; fp32 accumulators, each product term
 // within about 1e-5 of fp32 (as the gradient kernel's split-bf16 products). The division is
-// delta_tc_state_kernel's: one block of 4 warps per (16-column V tile, value head, stream), D held in
-// mma accumulator fragments for the whole stream (warp w: row tiles w and w + 4 of K), the next
+// delta_tc_state_kernel's: one block per (16-column V tile, value head, stream), of 8 warps (16 with
+// delta_tc_bscan_warps; 4 before session 13: the per-chunk step is latency-bound, and more warps
+// shorten each warp's chain of products), D held in mma accumulator fragments for the whole stream
+// (warp w: row tile w % 8 of K, both 8-column halves at 8 warps, half w / 8 at 16), the next
 // chunk's W, A, q, k rows, dO tile and G, 1/‖k‖, 1/‖q‖ copied by cp.async (double buffered, the q, k
 // and dO rows gathered through the record table) while this chunk computes. Writes what the exact
 // kernel writes: D of each chunk (dbuf), the chunk's dO rows in fp32 (dO32), dVn, and the last D
@@ -778,22 +779,30 @@ struct delta_tc_rscan_smem {
   }
 };
 
-//! grid (V / 16, HV, S·P), dtc_scan_threads (4 warps).
-template <class Dev>
-__global__ void __launch_bounds__(dtc_scan_threads) delta_tc_rscan_kernel(const delta_params<Dev> p) {
+//! grid (V / 16, HV, S·P), NW · 32 threads (NW = 8 or 16 warps: delta_tc_bscan_threads).
+//! Warp map (the same accumulators, each summed in the same order, at either NW: the same bits):
+//! the D update gives warp w row tile w % 8 of K and 16/NW of the tile's two 8-column halves
+//! (from (w / 8)·16/NW); dVn gives warps 0–7 one (16-row tile w % 4, half w / 4) each; the
+//! per-record dO work takes NW·32/64 threads per record, 16/(NW·32/64) columns each.
+template <class Dev, int NW>
+__global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_params<Dev> p) {
   static_assert(std::is_same_v<Dev, dtc_bf16>, "linstate (cuda): the tensor-core delta kernels take bf16");
-  static_assert(dtc_scan_threads == 128 && dtc_scan_tile == 16 && chunk_len == 64 && chunk_max_k == 128,
+  static_assert((NW == 8 || NW == 16) && dtc_scan_tile == 16 && chunk_len == 64 && chunk_max_k == 128,
                 "delta_tc_rscan_kernel's warp map assumes these sizes");
   using namespace delta_detail;
   using namespace dtc_detail;
   using x3_detail::mma_bf16_16816;
   using x3_detail::split2;
   constexpr int C = chunk_len, TS = dtc_scan_tile;
+  constexpr int HH = 16 / NW;             // 8-column halves per warp in the D update (2 or 1)
+  constexpr int NQ = NW * 32 / C, CQ = TS / NQ;  // dO rows: NQ threads per record, CQ columns each
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int K = p.K, V = p.V, HV = p.HV, lw = ldk(K), lb = ldb16(K), k4 = K / 4, k8 = K / 8, nkt = K / 16;
   const delta_tc_rscan_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int tD = warp & 7, hD = (warp >> 3) * HH;  // D update: row tile tD of K, halves hD … hD + HH − 1
+  const bool ownD = tD < nkt;
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
   const int part = seg / p.S, s = seg % p.S;
   const int j0 = static_cast<int>(blockIdx.x) * TS;
@@ -852,18 +861,16 @@ __global__ void __launch_bounds__(dtc_scan_threads) delta_tc_rscan_kernel(const 
     }
     cp_async_commit();
   };
-  // D in accumulator fragments: warp w owns row tiles w and w + 4 of K (u = 0, 1), two 8-column
-  // halves each (hh); element e of a fragment: row 16t + g (+ 8 for e ≥ 2), column 8hh + t2 (+ 1 for odd e)
-  float Dr[2][2][4];
+  // D in accumulator fragments: warp w owns row tile tD of K and the halves hD + x (x < HH);
+  // element e of a fragment: row 16 tD + g (+ 8 for e ≥ 2), column 8(hD + x) + t2 (+ 1 for odd e)
+  float Dr[HH][4];
 #pragma unroll
-  for (int u = 0; u < 2; ++u)
+  for (int x = 0; x < HH; ++x)
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int t = warp + 4 * u, a = 16 * t + g + 8 * (e >> 1), j = 8 * hh + t2 + (e & 1);
-        Dr[u][hh][e] = (t < nkt && p.dht) ? p.dht[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int a = 16 * tD + g + 8 * (e >> 1), j = 8 * (hD + x) + t2 + (e & 1);
+      Dr[x][e] = (ownD && p.dht) ? p.dht[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
+    }
   if (c0 < c1) load_records(p, c1 - 1, at, h, hv, recs_of(0));
   __syncthreads();
   if (c0 < c1) issue(c1 - 1, 0);
@@ -875,47 +882,44 @@ __global__ void __launch_bounds__(dtc_scan_threads) delta_tc_rscan_kernel(const 
     if (c > c0) load_records(p, c - 1, at, h, hv, recs_of(b ^ 1));
     const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
     // D of this chunk: to dbuf, and split into Dh / Dl (transposed) for Kd D
+    if (ownD) {
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int t = warp + 4 * u;
-      if (t >= nkt) continue;
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
+      for (int x = 0; x < HH; ++x)
 #pragma unroll
         for (int e2 = 0; e2 < 2; ++e2) {
-          const int a = 16 * t + g + 8 * e2, j = 8 * hh + t2;
-          const float x0 = Dr[u][hh][2 * e2], x1 = Dr[u][hh][2 * e2 + 1];
+          const int a = 16 * tD + g + 8 * e2, j = 8 * (hD + x) + t2;
+          const float x0 = Dr[x][2 * e2], x1 = Dr[x][2 * e2 + 1];
           *reinterpret_cast<float2*>(p.dbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
           split_store(x0, Dh, Dl, j * lb + a);
           split_store(x1, Dh, Dl, (j + 1) * lb + a);
         }
     }
-    // per record i: d_i, s_i; the dO row to dO32 (fp32) and diag(s) dO split into Sh / Sl (transposed)
-    if (tid < C) {
-      const int i = tid;
+    {  // per record i (NQ threads, CQ columns each): d_i, s_i; the dO row to dO32 (fp32) and diag(s) dO
+       // split into Sh / Sl (transposed)
+      const int i = tid % C, q0 = (tid / C) * CQ;
       const chunk_record& r = recs_of(b)[i];
       const float* ki = reinterpret_cast<const float*>(at_buf(b, L.ki));
       const float* qi = reinterpret_cast<const float*>(at_buf(b, L.qi));
       const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
-      dvec[i] = __expf(Gc[C - 1] - Gc[i]) * ki[i];
+      if (q0 == 0) dvec[i] = __expf(Gc[C - 1] - Gc[i]) * ki[i];
       const float si = r.r * __expf(Gc[i]) * qi[i];
-      float x[16];
-      unpack8(*reinterpret_cast<const uint4*>(dO + i * ls16), x);
-      unpack8(*reinterpret_cast<const uint4*>(dO + i * ls16 + 8), x + 8);
-      float* d32 = p.dO32 + o.cv + static_cast<index_t>(i) * V + j0;
+      float x[CQ];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) *reinterpret_cast<float4*>(d32 + 4 * q) = make_float4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
+      for (int jj = 0; jj < CQ; ++jj) x[jj] = __bfloat162float(dO[i * ls16 + q0 + jj]);
+      float* d32 = p.dO32 + o.cv + static_cast<index_t>(i) * V + j0 + q0;
+      if constexpr (CQ == 4) *reinterpret_cast<float4*>(d32) = make_float4(x[0], x[1], x[2], x[3]);
+      else *reinterpret_cast<float2*>(d32) = make_float2(x[0], x[1]);
 #pragma unroll
-      for (int jj = 0; jj < TS; ++jj) split_store(si * x[jj], Sh, Sl, jj * lc16 + i);
+      for (int jj = 0; jj < CQ; ++jj) split_store(si * x[jj], Sh, Sl, (q0 + jj) * lc16 + i);
     }
     __syncthreads();  // (B) Dh, Dl, Sh, Sl, d ready; the records of chunk c − 1 loaded
     if (c > c0) issue(c - 1, b ^ 1);
-    {  // dVn = Aᵀ dO + diag(d) (k D): warp w's rows 16w..16w+15
+    if (warp < 8) {  // dVn = Aᵀ dO + diag(d) (k D): rows 16(w % 4) … + 15, half w / 4
       const auto* As = reinterpret_cast<const float*>(at_buf(b, L.As));
       const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
       const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
-      const int i0 = 16 * warp;
-      float a1[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}, a2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      const int i0 = 16 * (warp & 3), hh = warp >> 2;
+      float a1[4] = {0.f, 0.f, 0.f, 0.f}, a2[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int k0 = 0; k0 < C; k0 += 16) {  // Aᵀ(i, t) = A[t][i]
         unsigned ah[4], al[4];
@@ -924,92 +928,74 @@ __global__ void __launch_bounds__(dtc_scan_threads) delta_tc_rscan_kernel(const 
           const int i = i0 + g + 8 * (r & 1), t = k0 + t2 + 8 * (r >> 1);
           split2(As[t * ldf + i], As[(t + 1) * ldf + i], ah[r], al[r]);
         }
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int j = 8 * hh + g, t = k0 + t2;
-          const unsigned bo[2] = {pack2(dO[t * ls16 + j], dO[(t + 1) * ls16 + j]), pack2(dO[(t + 8) * ls16 + j], dO[(t + 9) * ls16 + j])};
-          mma_bf16_16816(a1[hh], al, bo);
-          mma_bf16_16816(a1[hh], ah, bo);
-        }
+        const int j = 8 * hh + g, t = k0 + t2;
+        const unsigned bo[2] = {pack2(dO[t * ls16 + j], dO[(t + 1) * ls16 + j]), pack2(dO[(t + 8) * ls16 + j], dO[(t + 9) * ls16 + j])};
+        mma_bf16_16816(a1, al, bo);
+        mma_bf16_16816(a1, ah, bo);
       }
       for (int k0 = 0; k0 < K; k0 += 16) {  // k D
         unsigned ka[4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) ka[r] = ld32(Kr + (i0 + g + 8 * (r & 1)) * lb + k0 + t2 + 8 * (r >> 1));
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int j = 8 * hh + g;
-          const unsigned bh[2] = {ld32(Dh + j * lb + k0 + t2), ld32(Dh + j * lb + k0 + t2 + 8)};
-          const unsigned bl[2] = {ld32(Dl + j * lb + k0 + t2), ld32(Dl + j * lb + k0 + t2 + 8)};
-          mma_bf16_16816(a2[hh], ka, bl);
-          mma_bf16_16816(a2[hh], ka, bh);
-        }
+        const int j = 8 * hh + g;
+        const unsigned bh[2] = {ld32(Dh + j * lb + k0 + t2), ld32(Dh + j * lb + k0 + t2 + 8)};
+        const unsigned bl[2] = {ld32(Dl + j * lb + k0 + t2), ld32(Dl + j * lb + k0 + t2 + 8)};
+        mma_bf16_16816(a2, ka, bl);
+        mma_bf16_16816(a2, ka, bh);
       }
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int i = i0 + g + 8 * e2, j = 8 * hh + t2;
-          const float di = dvec[i];
-          const float x0 = fmaf(di, a2[hh][2 * e2], a1[hh][2 * e2]), x1 = fmaf(di, a2[hh][2 * e2 + 1], a1[hh][2 * e2 + 1]);
-          *reinterpret_cast<float2*>(p.dVn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
-          split_store(-x0, Nh, Nl, j * lc16 + i);
-          split_store(-x1, Nh, Nl, (j + 1) * lc16 + i);
-        }
+      for (int e2 = 0; e2 < 2; ++e2) {
+        const int i = i0 + g + 8 * e2, j = 8 * hh + t2;
+        const float di = dvec[i];
+        const float x0 = fmaf(di, a2[2 * e2], a1[2 * e2]), x1 = fmaf(di, a2[2 * e2 + 1], a1[2 * e2 + 1]);
+        *reinterpret_cast<float2*>(p.dVn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
+        split_store(-x0, Nh, Nl, j * lc16 + i);
+        split_store(-x1, Nh, Nl, (j + 1) * lc16 + i);
+      }
     }
     __syncthreads();  // (C) −dVn split complete
-    {  // D ← e^{G_C} D + qᵀ (diag(s) dO) − Wᵀ dVn on the warp's row tiles
+    if (ownD) {  // D ← e^{G_C} D + qᵀ (diag(s) dO) − Wᵀ dVn on the warp's tile
       const float eg = __expf(Gc[C - 1]);
       const auto* Ws = reinterpret_cast<const float*>(at_buf(b, L.Ws));
       const auto* Qr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Qr));
+      const int a0 = 16 * tD;
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int t = warp + 4 * u, a0 = 16 * t;
-        if (t >= nkt) continue;
+      for (int x = 0; x < HH; ++x)
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh)
+        for (int e = 0; e < 4; ++e) Dr[x][e] *= eg;
 #pragma unroll
-          for (int e = 0; e < 4; ++e) Dr[u][hh][e] *= eg;
-#pragma unroll 2
-        for (int k0 = 0; k0 < C; k0 += 16) {
-          unsigned qa[4], wh[4], wl[4];
+      for (int k0 = 0; k0 < C; k0 += 16) {
+        unsigned qa[4], wh[4], wl[4];
 #pragma unroll
-          for (int r = 0; r < 4; ++r) {  // qᵀ(a, i) = q[i][a], Wᵀ(a, i) = W[i][a]: rows a0 + g (+ 8), columns k0 + t2 (+ 8)
-            const int a = a0 + g + 8 * (r & 1), i = k0 + t2 + 8 * (r >> 1);
-            qa[r] = pack2(Qr[i * lb + a], Qr[(i + 1) * lb + a]);
-            split2(Ws[i * lw + a], Ws[(i + 1) * lw + a], wh[r], wl[r]);
-          }
+        for (int r = 0; r < 4; ++r) {  // qᵀ(a, i) = q[i][a], Wᵀ(a, i) = W[i][a]: rows a0 + g (+ 8), columns k0 + t2 (+ 8)
+          const int a = a0 + g + 8 * (r & 1), i = k0 + t2 + 8 * (r >> 1);
+          qa[r] = pack2(Qr[i * lb + a], Qr[(i + 1) * lb + a]);
+          split2(Ws[i * lw + a], Ws[(i + 1) * lw + a], wh[r], wl[r]);
+        }
 #pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int j = 8 * hh + g, i = k0 + t2;
-            const unsigned sh[2] = {ld32(Sh + j * lc16 + i), ld32(Sh + j * lc16 + i + 8)};
-            const unsigned sl[2] = {ld32(Sl + j * lc16 + i), ld32(Sl + j * lc16 + i + 8)};
-            const unsigned nh[2] = {ld32(Nh + j * lc16 + i), ld32(Nh + j * lc16 + i + 8)};
-            const unsigned nl[2] = {ld32(Nl + j * lc16 + i), ld32(Nl + j * lc16 + i + 8)};
-            mma_bf16_16816(Dr[u][hh], qa, sl);
-            mma_bf16_16816(Dr[u][hh], qa, sh);
-            mma_bf16_16816(Dr[u][hh], wl, nh);
-            mma_bf16_16816(Dr[u][hh], wh, nl);
-            mma_bf16_16816(Dr[u][hh], wh, nh);
-          }
+        for (int x = 0; x < HH; ++x) {
+          const int j = 8 * (hD + x) + g, i = k0 + t2;
+          const unsigned sh[2] = {ld32(Sh + j * lc16 + i), ld32(Sh + j * lc16 + i + 8)};
+          const unsigned sl[2] = {ld32(Sl + j * lc16 + i), ld32(Sl + j * lc16 + i + 8)};
+          const unsigned nh[2] = {ld32(Nh + j * lc16 + i), ld32(Nh + j * lc16 + i + 8)};
+          const unsigned nl[2] = {ld32(Nl + j * lc16 + i), ld32(Nl + j * lc16 + i + 8)};
+          mma_bf16_16816(Dr[x], qa, sl);
+          mma_bf16_16816(Dr[x], qa, sh);
+          mma_bf16_16816(Dr[x], wl, nh);
+          mma_bf16_16816(Dr[x], wh, nl);
+          mma_bf16_16816(Dr[x], wh, nh);
         }
       }
     }
   }
-  if (p.dh0) {
+  if (p.dh0 && ownD) {
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int t = warp + 4 * u;
-      if (t >= nkt) continue;
+    for (int x = 0; x < HH; ++x)
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int a = 16 * t + g + 8 * e2, j = 8 * hh + t2;
-          *reinterpret_cast<float2*>(p.dh0 + sbase + static_cast<index_t>(a) * V + j0 + j) =
-              make_float2(Dr[u][hh][2 * e2], Dr[u][hh][2 * e2 + 1]);
-        }
-    }
+      for (int e2 = 0; e2 < 2; ++e2) {
+        const int a = 16 * tD + g + 8 * e2, j = 8 * (hD + x) + t2;
+        *reinterpret_cast<float2*>(p.dh0 + sbase + static_cast<index_t>(a) * V + j0 + j) = make_float2(Dr[x][2 * e2], Dr[x][2 * e2 + 1]);
+      }
   }
 }
 
@@ -1020,7 +1006,7 @@ __global__ void __launch_bounds__(dtc_scan_threads) delta_tc_rscan_kernel(const 
 //   Vn = U − W S,   S ← e^{G_C} S + kᵀ (diag(d) Vn),   d_i = e^{G_C − G_i}/‖k_i‖ (1 without l2norm)
 // W and U (fp32) from delta_prep_kernel, the raw bf16 rows of k as the exact operand, S and diag(d) Vn
 // split into hi + lo bf16 pairs (three products for W S, two for kᵀ(d Vn)), fp32 accumulators; S held
-// in accumulator fragments for the whole stream (warp w: row tiles w and w + 4 of K), the next
+// in accumulator fragments for the whole stream (the reverse scan's warp map: 8 or 16 warps), the next
 // chunk's W, U tile, k rows, G and 1/‖k‖ copied by cp.async (double buffered). Writes what the exact
 // kernel writes for the backward: S entering each chunk (hbuf, fp32) and Vn (fp32); the final state
 // only where state_out is set.
@@ -1045,22 +1031,26 @@ struct delta_tc_hstate_smem {
   }
 };
 
-//! grid (V / 16, HV, S·P), dtc_scan_threads (4 warps).
-template <class Dev>
-__global__ void __launch_bounds__(dtc_scan_threads) delta_tc_hstate_kernel(const delta_params<Dev> p) {
+//! grid (V / 16, HV, S·P), NW · 32 threads (NW = 8 or 16 warps; the warp map of delta_tc_rscan_kernel:
+//! the S update as its D update, Vn as its dVn).
+template <class Dev, int NW>
+__global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_params<Dev> p) {
   static_assert(std::is_same_v<Dev, dtc_bf16>, "linstate (cuda): the tensor-core delta kernels take bf16");
-  static_assert(dtc_scan_threads == 128 && dtc_scan_tile == 16 && chunk_len == 64 && chunk_max_k == 128,
+  static_assert((NW == 8 || NW == 16) && dtc_scan_tile == 16 && chunk_len == 64 && chunk_max_k == 128,
                 "delta_tc_hstate_kernel's warp map assumes these sizes");
   using namespace delta_detail;
   using namespace dtc_detail;
   using x3_detail::mma_bf16_16816;
   using x3_detail::split2;
   constexpr int C = chunk_len, TS = dtc_scan_tile;
+  constexpr int HH = 16 / NW;  // 8-column halves per warp in the S update (2 or 1)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int K = p.K, V = p.V, HV = p.HV, lw = ldk(K), lb = ldb16(K), k4 = K / 4, k8 = K / 8, nkt = K / 16;
   const delta_tc_hstate_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int tS = warp & 7, hS = (warp >> 3) * HH;  // S update: row tile tS of K, halves hS … hS + HH − 1
+  const bool ownS = tS < nkt;
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
   const int part = seg / p.S, s = seg % p.S;
   const int j0 = static_cast<int>(blockIdx.x) * TS;
@@ -1105,17 +1095,15 @@ __global__ void __launch_bounds__(dtc_scan_threads) delta_tc_hstate_kernel(const
     }
     cp_async_commit();
   };
-  // S in accumulator fragments (fragment layout as delta_tc_rscan_kernel's D)
-  float Sr[2][2][4];
+  // S in accumulator fragments (fragment layout and warp map as delta_tc_rscan_kernel's D)
+  float Sr[HH][4];
 #pragma unroll
-  for (int u = 0; u < 2; ++u)
+  for (int x = 0; x < HH; ++x)
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int t = warp + 4 * u, a = 16 * t + g + 8 * (e >> 1), j = 8 * hh + t2 + (e & 1);
-        Sr[u][hh][e] = (t < nkt && p.state_in) ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int a = 16 * tS + g + 8 * (e >> 1), j = 8 * (hS + x) + t2 + (e & 1);
+      Sr[x][e] = (ownS && p.state_in) ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
+    }
   if (c0 < c1) load_records(p, c0, at, h, hv, recs_of(0));
   __syncthreads();
   if (c0 < c1) issue(c0, 0);
@@ -1127,16 +1115,13 @@ __global__ void __launch_bounds__(dtc_scan_threads) delta_tc_hstate_kernel(const
     if (c + 1 < c1) load_records(p, c + 1, at, h, hv, recs_of(b ^ 1));
     const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
     // S entering this chunk: to hbuf, and −S split into Sh / Sl (transposed)
+    if (ownS) {
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int t = warp + 4 * u;
-      if (t >= nkt) continue;
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
+      for (int x = 0; x < HH; ++x)
 #pragma unroll
         for (int e2 = 0; e2 < 2; ++e2) {
-          const int a = 16 * t + g + 8 * e2, j = 8 * hh + t2;
-          const float x0 = Sr[u][hh][2 * e2], x1 = Sr[u][hh][2 * e2 + 1];
+          const int a = 16 * tS + g + 8 * e2, j = 8 * (hS + x) + t2;
+          const float x0 = Sr[x][2 * e2], x1 = Sr[x][2 * e2 + 1];
           *reinterpret_cast<float2*>(p.hbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
           split_store(-x0, Sh, Sl, j * lb + a);
           split_store(-x1, Sh, Sl, (j + 1) * lb + a);
@@ -1145,15 +1130,13 @@ __global__ void __launch_bounds__(dtc_scan_threads) delta_tc_hstate_kernel(const
     if (tid < C) dvec[tid] = __expf(Gc[C - 1] - Gc[tid]) * reinterpret_cast<const float*>(at_buf(b, L.ki))[tid];
     __syncthreads();  // (B) Sh, Sl, d ready; the records of chunk c + 1 loaded
     if (c + 1 < c1) issue(c + 1, b ^ 1);
-    {  // Vn = U − W S: warp w's rows 16w..16w+15
+    if (warp < 8) {  // Vn = U − W S: rows 16(w % 4) … + 15, half w / 4
       const auto* Ws = reinterpret_cast<const float*>(at_buf(b, L.Ws));
       const auto* Ub = reinterpret_cast<const float*>(at_buf(b, L.Ub));
-      const int i0 = 16 * warp;
-      float acc[2][4];
+      const int i0 = 16 * (warp & 3), hh = warp >> 2;
+      float acc[4];
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[hh][e] = Ub[(i0 + g + 8 * (e >> 1)) * lst + 8 * hh + t2 + (e & 1)];
+      for (int e = 0; e < 4; ++e) acc[e] = Ub[(i0 + g + 8 * (e >> 1)) * lst + 8 * hh + t2 + (e & 1)];
       for (int k0 = 0; k0 < K; k0 += 16) {
         unsigned wh[4], wl[4];
 #pragma unroll
@@ -1161,73 +1144,59 @@ __global__ void __launch_bounds__(dtc_scan_threads) delta_tc_hstate_kernel(const
           const float2 x = *reinterpret_cast<const float2*>(Ws + (i0 + g + 8 * (r & 1)) * lw + k0 + t2 + 8 * (r >> 1));
           split2(x.x, x.y, wh[r], wl[r]);
         }
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int j = 8 * hh + g;
-          const unsigned bh[2] = {ld32(Sh + j * lb + k0 + t2), ld32(Sh + j * lb + k0 + t2 + 8)};
-          const unsigned bl[2] = {ld32(Sl + j * lb + k0 + t2), ld32(Sl + j * lb + k0 + t2 + 8)};
-          mma_bf16_16816(acc[hh], wl, bh);
-          mma_bf16_16816(acc[hh], wh, bl);
-          mma_bf16_16816(acc[hh], wh, bh);
-        }
+        const int j = 8 * hh + g;
+        const unsigned bh[2] = {ld32(Sh + j * lb + k0 + t2), ld32(Sh + j * lb + k0 + t2 + 8)};
+        const unsigned bl[2] = {ld32(Sl + j * lb + k0 + t2), ld32(Sl + j * lb + k0 + t2 + 8)};
+        mma_bf16_16816(acc, wl, bh);
+        mma_bf16_16816(acc, wh, bl);
+        mma_bf16_16816(acc, wh, bh);
       }
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int i = i0 + g + 8 * e2, j = 8 * hh + t2;
-          const float di = dvec[i], x0 = acc[hh][2 * e2], x1 = acc[hh][2 * e2 + 1];
-          *reinterpret_cast<float2*>(p.Vn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
-          split_store(di * x0, Yh, Yl, j * lc16 + i);
-          split_store(di * x1, Yh, Yl, (j + 1) * lc16 + i);
-        }
+      for (int e2 = 0; e2 < 2; ++e2) {
+        const int i = i0 + g + 8 * e2, j = 8 * hh + t2;
+        const float di = dvec[i], x0 = acc[2 * e2], x1 = acc[2 * e2 + 1];
+        *reinterpret_cast<float2*>(p.Vn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
+        split_store(di * x0, Yh, Yl, j * lc16 + i);
+        split_store(di * x1, Yh, Yl, (j + 1) * lc16 + i);
+      }
     }
     __syncthreads();  // (C) diag(d) Vn split complete
-    {  // S ← e^{G_C} S + kᵀ (diag(d) Vn) on the warp's row tiles
+    if (ownS) {  // S ← e^{G_C} S + kᵀ (diag(d) Vn) on the warp's tile
       const float eg = __expf(Gc[C - 1]);
       const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
+      const int a0 = 16 * tS;
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int t = warp + 4 * u, a0 = 16 * t;
-        if (t >= nkt) continue;
+      for (int x = 0; x < HH; ++x)
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh)
+        for (int e = 0; e < 4; ++e) Sr[x][e] *= eg;
 #pragma unroll
-          for (int e = 0; e < 4; ++e) Sr[u][hh][e] *= eg;
+      for (int k0 = 0; k0 < C; k0 += 16) {
+        unsigned ka[4];
 #pragma unroll
-        for (int k0 = 0; k0 < C; k0 += 16) {
-          unsigned ka[4];
+        for (int r = 0; r < 4; ++r) {  // kᵀ(a, i) = k[i][a]: rows a0 + g (+ 8), columns k0 + t2 (+ 8)
+          const int a = a0 + g + 8 * (r & 1), i = k0 + t2 + 8 * (r >> 1);
+          ka[r] = pack2(Kr[i * lb + a], Kr[(i + 1) * lb + a]);
+        }
 #pragma unroll
-          for (int r = 0; r < 4; ++r) {  // kᵀ(a, i) = k[i][a]: rows a0 + g (+ 8), columns k0 + t2 (+ 8)
-            const int a = a0 + g + 8 * (r & 1), i = k0 + t2 + 8 * (r >> 1);
-            ka[r] = pack2(Kr[i * lb + a], Kr[(i + 1) * lb + a]);
-          }
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int j = 8 * hh + g, i = k0 + t2;
-            const unsigned yh[2] = {ld32(Yh + j * lc16 + i), ld32(Yh + j * lc16 + i + 8)};
-            const unsigned yl[2] = {ld32(Yl + j * lc16 + i), ld32(Yl + j * lc16 + i + 8)};
-            mma_bf16_16816(Sr[u][hh], ka, yl);
-            mma_bf16_16816(Sr[u][hh], ka, yh);
-          }
+        for (int x = 0; x < HH; ++x) {
+          const int j = 8 * (hS + x) + g, i = k0 + t2;
+          const unsigned yh[2] = {ld32(Yh + j * lc16 + i), ld32(Yh + j * lc16 + i + 8)};
+          const unsigned yl[2] = {ld32(Yl + j * lc16 + i), ld32(Yl + j * lc16 + i + 8)};
+          mma_bf16_16816(Sr[x], ka, yl);
+          mma_bf16_16816(Sr[x], ka, yh);
         }
       }
     }
   }
-  if (p.state_out) {
+  if (p.state_out && ownS) {
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int t = warp + 4 * u;
-      if (t >= nkt) continue;
+    for (int x = 0; x < HH; ++x)
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int a = 16 * t + g + 8 * e2, j = 8 * hh + t2;
-          *reinterpret_cast<float2*>(p.state_out + sbase + static_cast<index_t>(a) * V + j0 + j) =
-              make_float2(Sr[u][hh][2 * e2], Sr[u][hh][2 * e2 + 1]);
-        }
-    }
+      for (int e2 = 0; e2 < 2; ++e2) {
+        const int a = 16 * tS + g + 8 * e2, j = 8 * (hS + x) + t2;
+        *reinterpret_cast<float2*>(p.state_out + sbase + static_cast<index_t>(a) * V + j0 + j) =
+            make_float2(Sr[x][2 * e2], Sr[x][2 * e2 + 1]);
+      }
   }
 }
 
@@ -1362,6 +1331,38 @@ bool delta_tc_rscan_supported(const delta_params<Dev>& p) {
   return delta_tc_supported(p) && reinterpret_cast<std::uintptr_t>(p.dO) % 16 == 0;
 }
 
+//! Warps per block of the backward's two sequential passes (delta_tc_hstate_kernel,
+//! delta_tc_rscan_kernel): 8 or 16 (the same bits either way); tests and bench_cuda --bscan-warps
+//! change it. Not thread-safe to change while another thread enqueues a call.
+inline int delta_tc_bscan_warps = 8;
+
+//! The states entering each chunk and the reverse scan at NW warps per block, side by side where both
+//! grids fit (p: the backward's parameters; fwd: the same without state_out).
+template <int NW, class Dev>
+void enqueue_delta_tc_bscans(const delta_params<Dev>& p, const delta_params<Dev>& fwd, cudaStream_t stream, const char* api) {
+  static const bool once = [api] {
+    check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_rscan_kernel<Dev, NW>),
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(delta_tc_rscan_smem(chunk_max_k).bytes)),
+          "cudaFuncSetAttribute(delta_tc_rscan_kernel)", api);
+    check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_hstate_kernel<Dev, NW>),
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(delta_tc_hstate_smem(chunk_max_k).bytes)),
+          "cudaFuncSetAttribute(delta_tc_hstate_kernel)", api);
+    return true;
+  }();
+  (void)once;
+  // the states and the reverse scan read only the prep's buffers and write disjoint ones (hbuf, Vn;
+  // dbuf, dVn, dh0): side by side on two streams where both grids fit (64 + 64 blocks at B = 1,
+  // H = 8, V = 128: GDN forward + backward 11.98 → 9.82 ms at T = 32768)
+  const dim3 grid(static_cast<unsigned>(p.V / dtc_scan_tile), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
+  std::optional<side_stream::fork> f;
+  if (delta_passes_side_by_side(static_cast<index_t>(grid.x) * grid.y * grid.z, api)) f.emplace(stream, api);
+  delta_tc_hstate_kernel<Dev, NW><<<grid, NW * 32, delta_tc_hstate_smem(p.K).bytes, f ? f->side() : stream>>>(fwd);
+  check_launch("delta_tc_hstate_kernel", api);
+  delta_tc_rscan_kernel<Dev, NW><<<grid, NW * 32, delta_tc_rscan_smem(p.K).bytes, stream>>>(p);
+  check_launch("delta_tc_rscan_kernel", api);
+  if (f) f->join();
+}
+
 //! The chunked delta-rule backward: the recomputation (delta_prep_kernel, then the entering states),
 //! the reverse scan and the gradient kernel; for bf16 inputs where delta_tc_rscan_supported the
 //! states and the reverse scan run on tensor cores (delta_tc_hstate_kernel, delta_tc_rscan_kernel),
@@ -1370,32 +1371,11 @@ template <class D, class Dev>
 void enqueue_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
   if constexpr (std::is_same_v<Dev, dtc_bf16>) {
     if (delta_tc_rscan_supported(p)) {
-      static const bool once = [api] {
-        check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_rscan_kernel<Dev>),
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(delta_tc_rscan_smem(chunk_max_k).bytes)),
-              "cudaFuncSetAttribute(delta_tc_rscan_kernel)", api);
-        check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_hstate_kernel<Dev>),
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(delta_tc_hstate_smem(chunk_max_k).bytes)),
-              "cudaFuncSetAttribute(delta_tc_hstate_kernel)", api);
-        return true;
-      }();
-      (void)once;
       delta_params<Dev> fwd = p;
       fwd.state_out = nullptr, fwd.in_place = false;
       enqueue_delta_prep<D>(fwd, stream, api);
-      // the states and the reverse scan read only the prep's buffers and write disjoint ones (hbuf, Vn;
-      // dbuf, dVn, dh0): side by side on two streams where both grids fit (64 + 64 blocks at B = 1,
-      // H = 8, V = 128: GDN forward + backward 11.98 → 9.82 ms at T = 32768)
-      const dim3 grid(static_cast<unsigned>(p.V / dtc_scan_tile), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
-      std::optional<side_stream::fork> f;
-      if (delta_passes_side_by_side(static_cast<index_t>(grid.x) * grid.y * grid.z, api)) f.emplace(stream, api);
-      delta_tc_hstate_kernel<Dev><<<grid, dtc_scan_threads, delta_tc_hstate_smem(p.K).bytes, f ? f->side() : stream>>>(fwd);
-      check_launch("delta_tc_hstate_kernel", api);
-      delta_tc_rscan_kernel<Dev><<<grid, dtc_scan_threads, delta_tc_rscan_smem(p.K).bytes, stream>>>(p);
-      check_launch("delta_tc_rscan_kernel", api);
-      if (f) f->join();
+      if (delta_tc_bscan_warps == 16) enqueue_delta_tc_bscans<16>(p, fwd, stream, api);
+      else enqueue_delta_tc_bscans<8>(p, fwd, stream, api);
       enqueue_delta_grad<D>(p, stream, api);
       return;
     }
