@@ -186,6 +186,30 @@ __device__ __forceinline__ void store_slab(const slab_regs& r, float* As, float*
   }
 }
 
+//! The split stage of gemm_abt_staged's split-bf16 form: per staged row (A's M rows, then B's N rows)
+//! slab hi halves in Hs and lo halves in Ls (x3_detail::split2, once per element as it is staged, not
+//! once per warp that reads it), rows of ldslab_h bf16: 48 bytes, so that ldmatrix's eight row
+//! addresses of a phase hit distinct banks.
+inline constexpr int ldslab_h = slab + 8;
+static_assert(2 * ldslab_h * sizeof(__nv_bfloat16) <= ldslab_x3 * sizeof(float), "the split stage fits the fp32 one");
+
+//! Registers → the split stage (Hs, Ls: [M + N][ldslab_h] bf16).
+__device__ __forceinline__ void store_slab_split(const slab_regs& r, __nv_bfloat16* Hs, __nv_bfloat16* Ls, int rows) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+#pragma unroll
+  for (int n = 0; n < slab_pieces; ++n) {
+    const int e = tid + n * nt, row = e >> 2;
+    if (row < rows) {
+      unsigned h0, l0, h1, l1;
+      x3_detail::split2(r.x[n].x, r.x[n].y, h0, l0);
+      x3_detail::split2(r.x[n].z, r.x[n].w, h1, l1);
+      const int at = row * ldslab_h + 4 * (e & 3);
+      *reinterpret_cast<uint2*>(Hs + at) = make_uint2(h0, h1);
+      *reinterpret_cast<uint2*>(Ls + at) = make_uint2(l0, l1);
+    }
+  }
+}
+
 //! C[M×N] (+)= A·Bᵀ with A [M×Kd] and B [N×Kd] row-major (global or shared memory; lda, ldb, Kd
 //! multiples of 4, rows 16-byte aligned): slabs of 16 columns of both are staged through `stage`
 //! ((M + N)·24 floats of shared memory: pitch ldslab_x3 for the split-bf16 form, ldslab else), each slab's float4 loads issued into registers while the
@@ -193,20 +217,24 @@ __device__ __forceinline__ void store_slab(const slab_regs& r, float* As, float*
 //! The products: for bf16 inputs (Dev) with M and N multiples of 16 and at most 4 output tiles per
 //! warp, the split-bf16 tensor-core form (tile_mma.cuh, tile_mma_x3; each warp keeps the accumulators
 //! of its (at most slab_tiles) 16×16 output tiles in registers across the slabs); otherwise tile_mma's exact fp32.
+//! a_bf16: every element of A is a bf16 value (its lo halves are zeros), so the split form skips
+//! A_lo·B_hi (products of exact zeros: the accumulators come out the same).
 //! Whole block, blockDim.x ≤ delta_grad_threads; synchronises before reading the operands (so the
 //! caller's writes of A and B are complete) and before each slab is written; the caller synchronises
 //! after (C read).
 template <class Dev>
 __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float* A, int lda, const float* B, int ldb, int M,
-                                                int N, int Kd, bool accumulate, float* stage) {
-  using x3_detail::split2;
+                                                int N, int Kd, bool accumulate, float* stage, bool a_bf16 = false) {
   using x3_detail::mma_bf16_16816;
   const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
   bool x3 = false;
   if constexpr (std::is_same_v<Dev, __nv_bfloat16>) x3 = ((M | N) & 15) == 0 && (M / 16) * (N / 16) <= slab_tiles * nwarps;
-  const int ld = x3 ? ldslab_x3 : ldslab;
+  const int ld = ldslab;
   float* As = stage;
   float* Bs = stage + M * ld;
+  // the split form's stage: hi halves, then lo halves ((M + N)·ldslab_h bf16 each)
+  auto* Hs = reinterpret_cast<__nv_bfloat16*>(stage);
+  auto* Ls = Hs + (M + N) * ldslab_h;
   const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int tn = N / 16, tiles = (M / 16) * tn;
   float d[slab_tiles][2][4];
@@ -229,7 +257,8 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
   load_slab(r, A, lda, B, ldb, M, N, Kd, 0);
   for (int k0 = 0; k0 < Kd; k0 += slab) {
     if (k0 > 0) __syncthreads();  // the previous slab's reads are done
-    store_slab(r, As, Bs, M, N, ld);
+    if (x3) store_slab_split(r, Hs, Ls, M + N);
+    else store_slab(r, As, Bs, M, N, ld);
     __syncthreads();
     if (k0 + slab < Kd) load_slab(r, A, lda, B, ldb, M, N, Kd, k0 + slab);  // in flight during the products
     if (!x3) {
@@ -241,23 +270,21 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
       const int tile = warp + u * nwarps;
       if (tile >= tiles) continue;
       const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
-      unsigned ah[4], al[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {  // a rows g (q even) / g + 8 (q odd), columns t2 (q < 2) / t2 + 8
-        const float2 x = *reinterpret_cast<const float2*>(As + (i0 + g + 8 * (q & 1)) * ld + t2 + 8 * (q >> 1));
-        split2(x.x, x.y, ah[q], al[q]);
-      }
+      // a (rows i0 … + 15): blocks (rows + 0 / + 8, columns 0 / 8) in fragment order a0 … a3;
+      // b (staged rows M + j0 … + 15, B(k, j) = row j): blocks (h = 0: k 0 / 8, h = 1: k 0 / 8)
+      const int ao = (i0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ldslab_h + 8 * (lane >> 4);
+      const int bo = (M + j0 + (lane & 7) + 8 * (lane >> 4)) * ldslab_h + 8 * ((lane >> 3) & 1);
+      unsigned ah[4], al[4], bh[4], bl[4];
+      ldsm_x4(ah, Hs + ao);
+      if (!a_bf16) ldsm_x4(al, Ls + ao);
+      ldsm_x4(bh, Hs + bo);
+      ldsm_x4(bl, Ls + bo);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float* brow = Bs + (j0 + 8 * h + g) * ld + t2;  // B(k, j) = Bs[j][k]
-        unsigned bh[2], bl[2];
-        const float2 y0 = *reinterpret_cast<const float2*>(brow);
-        const float2 y1 = *reinterpret_cast<const float2*>(brow + 8);
-        split2(y0.x, y0.y, bh[0], bl[0]);
-        split2(y1.x, y1.y, bh[1], bl[1]);
-        mma_bf16_16816(d[u][h], al, bh);
-        mma_bf16_16816(d[u][h], ah, bl);
-        mma_bf16_16816(d[u][h], ah, bh);
+        const unsigned bhh[2] = {bh[2 * h], bh[2 * h + 1]}, blh[2] = {bl[2 * h], bl[2 * h + 1]};
+        if (!a_bf16) mma_bf16_16816(d[u][h], al, bhh);
+        mma_bf16_16816(d[u][h], ah, blh);
+        mma_bf16_16816(d[u][h], ah, bhh);
       }
     }
   }
@@ -996,8 +1023,10 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
 
   // O = diag(e^G) Q S + A Vn
   if (any_r) {
-    gemm_abt_staged<Dev>(X, ldc, dO, V, Vn, V, C, C, V, false, Y);  // dA = dO Vnᵀ
-    gemm_abt_staged<Dev>(ws1, K, dO, V, S, V, C, K, V, false, Y);   // dQg = dO Sᵀ
+    // dO32 holds the bf16 input's values for bf16 inputs (delta_tc_rscan_kernel): A_lo = 0
+    constexpr bool dO_bf16 = std::is_same_v<Dev, __nv_bfloat16>;
+    gemm_abt_staged<Dev>(X, ldc, dO, V, Vn, V, C, C, V, false, Y, dO_bf16);  // dA = dO Vnᵀ
+    gemm_abt_staged<Dev>(ws1, K, dO, V, S, V, C, K, V, false, Y, dO_bf16);   // dQg = dO Sᵀ
     __syncthreads();
     for (int e = tid; e < C * C; e += nt) {
       const int i = e / C, j = e % C;
