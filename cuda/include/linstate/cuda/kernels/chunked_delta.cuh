@@ -449,7 +449,7 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
   }
   __syncthreads();
   if (tid < C) p.G[o.c + tid] = G[tid], p.b[o.c + tid] = b[tid];
-  tile_mma_f32<Dev, row_major_t, col_major_t>(Lm, ldc, Ks, lk, Ks, lk, C, C, K, false);  // K̂ K̂ᵀ
+  tile_mma_f32<Dev, row_major_t, col_major_t>(Lm, ldc, Ks, lk, Ks, lk, C, C, K, false, x3_c_lower);  // K̂ K̂ᵀ (its lower part)
   __syncthreads();
   for (int e = tid; e < C * C; e += nt) {
     const int i = e / C, j = e % C;
@@ -494,12 +494,11 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
   }
   for (int e = tid; e < C * C; e += nt) p.Tm[o.cc + e] = Tm[(e / C) * ldc + e % C];
   // A = lower_incl(Q K̂ᵀ ⊙ Γ), the product over Lm (used up by the solve)
-  tile_mma_f32<Dev, row_major_t, col_major_t>(Lm, ldc, Qs, lk, Ks, lk, C, C, K, false);  // Q K̂ᵀ
+  tile_mma_f32<Dev, row_major_t, col_major_t>(Lm, ldc, Qs, lk, Ks, lk, C, C, K, false, x3_c_lower);  // Q K̂ᵀ (its lower part)
   __syncthreads();
   for (int e = tid; e < C * C; e += nt) {
     const int i = e / C, j = e % C;
-    const float gam = j <= i ? __expf(G[i] - G[j]) : 0.f;
-    p.A[o.cc + e] = Lm[i * ldc + j] * gam;
+    p.A[o.cc + e] = j <= i ? Lm[i * ldc + j] * __expf(G[i] - G[j]) : 0.f;  // (Lm's tiles above the diagonal: not computed)
   }
   // W = T diag(b e^G) K̂
   for (int e = tid; e < C * K; e += nt) {
@@ -507,7 +506,7 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
     Ks[i * lk + e % K] *= b[i] * __expf(G[i]);
   }
   __syncthreads();
-  tile_mma_f32<Dev, row_major_t, row_major_t>(p.W + o.ck, K, Tm, ldc, Ks, lk, C, K, C, false);
+  tile_mma_f32<Dev, row_major_t, row_major_t>(p.W + o.ck, K, Tm, ldc, Ks, lk, C, K, C, false, x3_a_lower);  // T lower triangular
   // U = T diag(b) V, 64 columns at a time
   constexpr int lv = delta_out_tile + 4;
   for (int j0 = 0; j0 < V; j0 += delta_out_tile) {
@@ -527,7 +526,7 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
           [&](int e, float x) { Vt[(e / delta_out_tile) * lv + e % delta_out_tile] = x * b[e / delta_out_tile]; });
     }
     __syncthreads();
-    tile_mma_f32<Dev, row_major_t, row_major_t>(p.U + o.cv + j0, V, Tm, ldc, Vt, lv, C, n, C, false);
+    tile_mma_f32<Dev, row_major_t, row_major_t>(p.U + o.cv + j0, V, Tm, ldc, Vt, lv, C, n, C, false, x3_a_lower);
   }
 }
 
@@ -1043,8 +1042,9 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
       X[i * ldc + j] = j <= i ? X[i * ldc + j] * __expf(G[i] - G[j]) : 0.f;  // P = lower_incl(dA) ⊙ Γ
     }
     __syncthreads();
-    tile_mma_f32<Dev, row_major_t, row_major_t>(dQ, lk, X, ldc, Kn, lk, C, K, C, false);  // dQ = P K̂
-    tile_mma_f32<Dev, col_major_t, row_major_t>(dK, lk, X, ldc, Qs, lk, C, K, C, true);   // dK += Pᵀ Q
+    // P is lower triangular: its blocks above the diagonal (Pᵀ's below) need no product
+    tile_mma_f32<Dev, row_major_t, row_major_t>(dQ, lk, X, ldc, Kn, lk, C, K, C, false, x3_a_lower);  // dQ = P K̂
+    tile_mma_f32<Dev, col_major_t, row_major_t>(dK, lk, X, ldc, Qs, lk, C, K, C, true, x3_a_upper);   // dK += Pᵀ Q
     __syncthreads();
     for (int i = warp; i < C; i += nwarps) {
       const float e = __expf(G[i]);
@@ -1079,7 +1079,7 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
       }
     }
     __syncthreads();
-    tile_mma_f32<Dev, col_major_t, row_major_t>(ws3 + j0, V, Tm, ldc, X, ldc, C, 4 * q4, C, false);  // dB_U
+    tile_mma_f32<Dev, col_major_t, row_major_t>(ws3 + j0, V, Tm, ldc, X, ldc, C, 4 * q4, C, false, x3_a_upper);  // dB_U (Tᵀ upper triangular)
   }
   gemm_abt_staged<Dev>(ws2, K, ws3, V, S, V, C, K, V, false, Y);  // −dB_W (its leading barrier: ws3 complete)
   __syncthreads();
@@ -1106,7 +1106,7 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
   // L = I + diag(b) Mg:  dL = −[dB_U | dB_W] [U | W]ᵀ = ws2 Wᵀ − ws3 Uᵀ
   gemm_abt_staged<Dev>(X, ldc, ws3, V, U, V, C, C, V, false, Tm);  // (T is used up)
   gemm_abt_staged<Dev>(Y, ldc, ws2, K, W, K, C, C, K, false, Tm);
-  tile_mma_f32<Dev, row_major_t, col_major_t>(Am, ldc, Kn, lk, Kn, lk, C, C, K, false);  // K̂ K̂ᵀ (A is used up)
+  tile_mma_f32<Dev, row_major_t, col_major_t>(Am, ldc, Kn, lk, Kn, lk, C, C, K, false, x3_c_lower);  // K̂ K̂ᵀ, its lower part (A is used up)
   __syncthreads();
   for (int e = tid; e < C * C; e += nt) {
     const int i = e / C, j = e % C;
@@ -1129,9 +1129,9 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
     }
     db[tid] += rx, dG[tid] += ry - cy;
   }
-  tile_mma_f32<Dev, row_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true);  // dK += dM K̂
+  tile_mma_f32<Dev, row_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true, x3_a_lower);  // dK += dM K̂ (dM strictly lower)
   __syncthreads();
-  tile_mma_f32<Dev, col_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true);  // dK += dMᵀ K̂
+  tile_mma_f32<Dev, col_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true, x3_a_upper);  // dK += dMᵀ K̂
   if (tid == 0) {
     dG[C - 1] += dGl;
     float acc = 0.f;  // dg_i = Σ_{j ≥ i} dG_j
