@@ -27,10 +27,11 @@
 //   4. delta_rscan_kernel  (per stream, value head, V tile; sequential backwards): stores D of each
 //      chunk and the chunk's dO rows, dVn = Aᵀ dO + diag(e^{G_C−G}) K̂ D, and walks
 //      D ← e^{G_C} D + (diag(e^G) Q)ᵀ dO − Wᵀ dVn; the last D is ∂L/∂h0;
-//   5. delta_grad_kernel   (per chunk, value head; 16 warps, one block per SM at ≈ 205 KB of shared
+//   5. delta_grad_kernel   (per chunk, value head; 16 warps, one block per SM at ≈ 217 KiB of shared
 //      memory): every gradient of the chunk — q, k, v, β, g and the router weights — into the per-slot
-//      partials of backward.cuh's contract (Z = 1). Its V-long products (gemm_abt_staged) stage 16-column
-//      slabs with the next slab's float4 loads in flight while the current one is multiplied.
+//      partials of backward.cuh's contract (Z = 1). Its V-long products (gemm_abt_staged) stage slabs
+//      (16 fp32 columns; for bf16 inputs 32 columns split once into bf16 hi / lo halves) with the next
+//      slab's float4 loads in flight while the current one is multiplied.
 // All arithmetic is fp32 (the buffers, the WY solve, the sequential kernels' own row/column dot
 // products): the WY solve is sensitive to rounding, and this path is about exactness first. The
 // per-chunk products of kernels 1, 3 and 5 (tile_mma_f32, gemm_abt_staged) are exact fp32 on the CUDA
@@ -142,10 +143,7 @@ struct at_chunk {
 //! Padded row pitches of the shared-memory tiles (spread the banks of tile_mma's column reads).
 __host__ __device__ constexpr int ldk(int K) { return K + 4; }   // rows read as float4
 __host__ __device__ constexpr int ldk1(int K) { return K + 1; }  // rows read as a transposed tile_mma operand
-inline constexpr int slab = 16, ldslab = slab + 4;
-//! The stage's pitch for the split-bf16 products: their float2 fragment reads (rows g, columns 2t) hit
-//! 32 distinct banks per half warp with a pitch ≡ 8 (mod 32) words (20 made them 2-way conflicts).
-inline constexpr int ldslab_x3 = slab + 8;
+inline constexpr int slab = 16, ldslab = slab + 4;  // the exact fp32 form's slabs (the split form's: slab_h below)
 
 //! The float4 pieces of one slab of gemm_abt_staged (columns [k0, k0 + 16) of A's M rows and B's N
 //! rows) that one thread stages: piece e = tid + n·nt (n < slab_pieces) is row e / 4, columns
@@ -186,24 +184,50 @@ __device__ __forceinline__ void store_slab(const slab_regs& r, float* As, float*
   }
 }
 
-//! The split stage of gemm_abt_staged's split-bf16 form: per staged row (A's M rows, then B's N rows)
-//! slab hi halves in Hs and lo halves in Ls (x3_detail::split2, once per element as it is staged, not
-//! once per warp that reads it), rows of ldslab_h bf16: 48 bytes, so that ldmatrix's eight row
-//! addresses of a phase hit distinct banks.
-inline constexpr int ldslab_h = slab + 8;
-static_assert(2 * ldslab_h * sizeof(__nv_bfloat16) <= ldslab_x3 * sizeof(float), "the split stage fits the fp32 one");
+//! The split stage of gemm_abt_staged's split-bf16 form: slabs of slab_h = 32 columns (two k-steps of
+//! the products per round of loads and barriers), per staged row (A's M rows, then B's N rows) the hi
+//! halves in Hs and the lo halves in Ls (x3_detail::split2, once per element as it is staged, not once
+//! per warp that reads it), rows of ldslab_h bf16: 80 bytes, so that ldmatrix's eight row addresses of
+//! a phase hit distinct banks. Piece e = tid + n·nt (n < slab_pieces_h) is row e / 8, columns
+//! k0 + 4·(e % 8) … + 3.
+inline constexpr int slab_h = 32, ldslab_h = slab_h + 8;
+inline constexpr int slab_pieces_h = (slab_rows_max * (slab_h / 4) + delta_grad_threads - 1) / delta_grad_threads;
+//! Bytes of gemm_abt_staged's stage for M + N rows (the split form's; the fp32 form's is smaller).
+__host__ __device__ constexpr std::size_t slab_stage_bytes(int rows) {
+  return static_cast<std::size_t>(rows) * ldslab_h * 2 * sizeof(__nv_bfloat16);
+}
+static_assert(ldslab * sizeof(float) <= ldslab_h * 2 * sizeof(__nv_bfloat16), "the fp32 stage fits the split one");
+struct slab_regs_h {
+  float4 x[slab_pieces_h];
+};
 
-//! Registers → the split stage (Hs, Ls: [M + N][ldslab_h] bf16).
-__device__ __forceinline__ void store_slab_split(const slab_regs& r, __nv_bfloat16* Hs, __nv_bfloat16* Ls, int rows) {
+//! load_slab for the split form's 32-column slabs.
+__device__ __forceinline__ void load_slab_h(slab_regs_h& r, const float* A, int lda, const float* B, int ldb, int M, int N, int Kd,
+                                            int k0) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
 #pragma unroll
-  for (int n = 0; n < slab_pieces; ++n) {
-    const int e = tid + n * nt, row = e >> 2;
+  for (int n = 0; n < slab_pieces_h; ++n) {
+    const int e = tid + n * nt, row = e >> 3, kk = k0 + 4 * (e & 7);
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (row < M + N && kk < Kd) {
+      const float* src = row < M ? A + static_cast<index_t>(row) * lda : B + static_cast<index_t>(row - M) * ldb;
+      x = *reinterpret_cast<const float4*>(src + kk);
+    }
+    r.x[n] = x;
+  }
+}
+
+//! Registers → the split stage (Hs, Ls: [M + N][ldslab_h] bf16).
+__device__ __forceinline__ void store_slab_split(const slab_regs_h& r, __nv_bfloat16* Hs, __nv_bfloat16* Ls, int rows) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+#pragma unroll
+  for (int n = 0; n < slab_pieces_h; ++n) {
+    const int e = tid + n * nt, row = e >> 3;
     if (row < rows) {
       unsigned h0, l0, h1, l1;
       x3_detail::split2(r.x[n].x, r.x[n].y, h0, l0);
       x3_detail::split2(r.x[n].z, r.x[n].w, h1, l1);
-      const int at = row * ldslab_h + 4 * (e & 3);
+      const int at = row * ldslab_h + 4 * (e & 7);
       *reinterpret_cast<uint2*>(Hs + at) = make_uint2(h0, h1);
       *reinterpret_cast<uint2*>(Ls + at) = make_uint2(l0, l1);
     }
@@ -211,8 +235,8 @@ __device__ __forceinline__ void store_slab_split(const slab_regs& r, __nv_bfloat
 }
 
 //! C[M×N] (+)= A·Bᵀ with A [M×Kd] and B [N×Kd] row-major (global or shared memory; lda, ldb, Kd
-//! multiples of 4, rows 16-byte aligned): slabs of 16 columns of both are staged through `stage`
-//! ((M + N)·24 floats of shared memory: pitch ldslab_x3 for the split-bf16 form, ldslab else), each slab's float4 loads issued into registers while the
+//! multiples of 4, rows 16-byte aligned): slabs of both are staged through `stage` (slab_stage_bytes(M + N)
+//! of shared memory: 32 columns split into bf16 halves for the split-bf16 form, 16 fp32 columns at pitch ldslab else), each slab's float4 loads issued into registers while the
 //! previous slab is multiplied (software pipelining: one memory latency per call, not one per slab).
 //! The products: for bf16 inputs (Dev) with M and N multiples of 16 and at most 4 output tiles per
 //! warp, the split-bf16 tensor-core form (tile_mma.cuh, tile_mma_x3; each warp keeps the accumulators
@@ -232,7 +256,7 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
   const int ld = ldslab;
   float* As = stage;
   float* Bs = stage + M * ld;
-  // the split form's stage: hi halves, then lo halves ((M + N)·ldslab_h bf16 each)
+  // the split form's stage (slab_stage_bytes(M + N)): hi halves, then lo halves ((M + N)·ldslab_h bf16 each)
   auto* Hs = reinterpret_cast<__nv_bfloat16*>(stage);
   auto* Ls = Hs + (M + N) * ldslab_h;
   const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2;
@@ -253,42 +277,52 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
     }
   }
   __syncthreads();
-  slab_regs r;
-  load_slab(r, A, lda, B, ldb, M, N, Kd, 0);
-  for (int k0 = 0; k0 < Kd; k0 += slab) {
-    if (k0 > 0) __syncthreads();  // the previous slab's reads are done
-    if (x3) store_slab_split(r, Hs, Ls, M + N);
-    else store_slab(r, As, Bs, M, N, ld);
-    __syncthreads();
-    if (k0 + slab < Kd) load_slab(r, A, lda, B, ldb, M, N, Kd, k0 + slab);  // in flight during the products
-    if (!x3) {
+  if (!x3) {
+    slab_regs r;
+    load_slab(r, A, lda, B, ldb, M, N, Kd, 0);
+    for (int k0 = 0; k0 < Kd; k0 += slab) {
+      if (k0 > 0) __syncthreads();  // the previous slab's reads are done
+      store_slab(r, As, Bs, M, N, ld);
+      __syncthreads();
+      if (k0 + slab < Kd) load_slab(r, A, lda, B, ldb, M, N, Kd, k0 + slab);  // in flight during the products
       tile_mma_f32<Dev, row_major_t, col_major_t>(C, ldc_, As, ldslab, Bs, ldslab, M, N, slab, accumulate || k0 > 0);
-      continue;
     }
+    return;
+  }
+  slab_regs_h r;
+  load_slab_h(r, A, lda, B, ldb, M, N, Kd, 0);
+  for (int k0 = 0; k0 < Kd; k0 += slab_h) {
+    if (k0 > 0) __syncthreads();  // the previous slab's reads are done
+    store_slab_split(r, Hs, Ls, M + N);
+    __syncthreads();
+    if (k0 + slab_h < Kd) load_slab_h(r, A, lda, B, ldb, M, N, Kd, k0 + slab_h);  // in flight during the products
 #pragma unroll
-    for (int u = 0; u < slab_tiles; ++u) {
-      const int tile = warp + u * nwarps;
-      if (tile >= tiles) continue;
-      const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
-      // a (rows i0 … + 15): blocks (rows + 0 / + 8, columns 0 / 8) in fragment order a0 … a3;
-      // b (staged rows M + j0 … + 15, B(k, j) = row j): blocks (h = 0: k 0 / 8, h = 1: k 0 / 8)
-      const int ao = (i0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ldslab_h + 8 * (lane >> 4);
-      const int bo = (M + j0 + (lane & 7) + 8 * (lane >> 4)) * ldslab_h + 8 * ((lane >> 3) & 1);
-      unsigned ah[4], al[4], bh[4], bl[4];
-      ldsm_x4(ah, Hs + ao);
-      if (!a_bf16) ldsm_x4(al, Ls + ao);
-      ldsm_x4(bh, Hs + bo);
-      ldsm_x4(bl, Ls + bo);
+    for (int ks = 0; ks < slab_h; ks += 16) {
+      if (k0 + ks >= Kd) break;  // the k-steps of the 16-column form: none past Kd
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const unsigned bhh[2] = {bh[2 * h], bh[2 * h + 1]}, blh[2] = {bl[2 * h], bl[2 * h + 1]};
-        if (!a_bf16) mma_bf16_16816(d[u][h], al, bhh);
-        mma_bf16_16816(d[u][h], ah, blh);
-        mma_bf16_16816(d[u][h], ah, bhh);
+      for (int u = 0; u < slab_tiles; ++u) {
+        const int tile = warp + u * nwarps;
+        if (tile >= tiles) continue;
+        const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+        // a (rows i0 … + 15): blocks (rows + 0 / + 8, columns 0 / 8) in fragment order a0 … a3;
+        // b (staged rows M + j0 … + 15, B(k, j) = row j): blocks (h = 0: k 0 / 8, h = 1: k 0 / 8)
+        const int ao = (i0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ldslab_h + ks + 8 * (lane >> 4);
+        const int bo = (M + j0 + (lane & 7) + 8 * (lane >> 4)) * ldslab_h + ks + 8 * ((lane >> 3) & 1);
+        unsigned ah[4], al[4], bh[4], bl[4];
+        ldsm_x4(ah, Hs + ao);
+        if (!a_bf16) ldsm_x4(al, Ls + ao);
+        ldsm_x4(bh, Hs + bo);
+        ldsm_x4(bl, Ls + bo);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const unsigned bhh[2] = {bh[2 * h], bh[2 * h + 1]}, blh[2] = {bl[2 * h], bl[2 * h + 1]};
+          if (!a_bf16) mma_bf16_16816(d[u][h], al, bhh);
+          mma_bf16_16816(d[u][h], ah, blh);
+          mma_bf16_16816(d[u][h], ah, bhh);
+        }
       }
     }
   }
-  if (!x3) return;
 #pragma unroll
   for (int u = 0; u < slab_tiles; ++u) {
     const int tile = warp + u * nwarps;
@@ -888,7 +922,7 @@ struct delta_grad_smem {
     // rows of K̂, Q, dQ, dK: pitch K + 1 (exact fp32 tile_mma) or K + 4 (split-bf16), sized for the larger
     const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
     const std::size_t cc = static_cast<std::size_t>(chunk_len) * delta_detail::ldc * sizeof(float);
-    const std::size_t stage = static_cast<std::size_t>(delta_detail::slab_rows_max) * delta_detail::ldslab_x3 * sizeof(float);
+    const std::size_t stage = delta_detail::slab_stage_bytes(delta_detail::slab_rows_max);
     const std::size_t vec = up16(chunk_len * sizeof(float));
     recs = 0;
     G = up16(chunk_len * sizeof(chunk_record));
@@ -1106,6 +1140,7 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
   // L = I + diag(b) Mg:  dL = −[dB_U | dB_W] [U | W]ᵀ = ws2 Wᵀ − ws3 Uᵀ
   gemm_abt_staged<Dev>(X, ldc, ws3, V, U, V, C, C, V, false, Tm);  // (T is used up)
   gemm_abt_staged<Dev>(Y, ldc, ws2, K, W, K, C, C, K, false, Tm);
+  __syncthreads();  // the stage (Tm and, for the split form's 128 rows, the start of Am) read: Am is written next
   tile_mma_f32<Dev, row_major_t, col_major_t>(Am, ldc, Kn, lk, Kn, lk, C, C, K, false, x3_c_lower);  // K̂ K̂ᵀ, its lower part (A is used up)
   __syncthreads();
   for (int e = tid; e < C * C; e += nt) {
