@@ -471,6 +471,77 @@ __device__ __forceinline__ void dqk_warp_tiles(float* R, int ldr, const __nv_bfl
   }
 }
 
+//! Flags sub-chunk b (rows 16b … 16b + 15) in slow[] when Γ of one of its rows is more than diag_span
+//! from Γ of its first row for a key of the tile (Γ [C][KT] in shared memory): those sub-chunks form every
+//! diagonal pair in fp32 (dqk_warp_tiles). Four keys per step, one flag per sub-chunk and thread, then one
+//! atomic per flagged sub-chunk; threads tid = 0 … nt − 1 of the block; slow[] zeroed and a barrier before.
+template <int C, int KT>
+__device__ __forceinline__ void flag_slow_subchunks(const float* G, int* slow, int tid, int nt) {
+  static_assert(C / 16 <= 32 && KT % 4 == 0, "flag_slow_subchunks: one bit per sub-chunk, four keys per step");
+  unsigned bad = 0;
+  for (int e = tid; e < C * KT / 4; e += nt) {
+    const int i = e / (KT / 4), a = (e % (KT / 4)) * 4, r0 = i & ~15;
+    const float4 g = *reinterpret_cast<const float4*>(G + i * KT + a), g0 = *reinterpret_cast<const float4*>(G + r0 * KT + a);
+    if (!(fabsf(g.x - g0.x) <= diag_span && fabsf(g.y - g0.y) <= diag_span && fabsf(g.z - g0.z) <= diag_span &&
+          fabsf(g.w - g0.w) <= diag_span))
+      bad |= 1u << (i >> 4);
+  }
+  for (int b = 0; b < C / 16; ++b)
+    if (bad >> b & 1u) atomicOr(&slow[b], 1);
+}
+
+//! out[a] = Σ_v H(a, v) · D(a, v) in fp32 for the tile's keys a < KT (c_n's Σ_v H_c ⊙ D_c before e^{γ}):
+//! warps warp0, warp0 + nwarps, … take a key row each, lanes stride over v < VP, then a butterfly sum.
+template <int KT, int VP, class HAt, class DAt>
+__device__ __forceinline__ void key_rowsums(float* out, HAt&& H, DAt&& D, int warp0, int nwarps) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  for (int a = warp0; a < KT; a += nwarps) {
+    float hd = 0.f;
+    for (int v = lane; v < VP; v += 32) hd = fmaf(H(a, v), D(a, v), hd);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) hd += __shfl_xor_sync(0xffffffffu, hd, o);
+    if (lane == 0) out[a] = hd;
+  }
+}
+
+//! Where a row of dq or dk goes: its element k0 (null: nothing written) and its scale (r_t or w_j).
+struct row_out {
+  float* dst;
+  float s;
+};
+
+//! The dq / dk rows out of R [C][ldr] (dq̂ or dk̃ over the tile's keys a < kn): 16 threads per row, four
+//! consecutive keys each (a float4 store where all four lie below kn and `vec`), dst[a] = s · R[i][a] for
+//! row_of(i) = {dst, s}; and ⟨x_i, R_i⟩ over the tile's keys into dots[2i] when dots is not null (x = the
+//! staged raw q or k rows X [C][ldk]). Threads `thread` = 0 … threads − 1 of the caller's group (whole warps).
+template <int C, int KT, class Op, class RowOf>
+__device__ __forceinline__ void write_key_rows(const float* R, int ldr, const Op* X, int ldk, int kn, bool vec, float* dots,
+                                               int thread, int threads, RowOf&& row_of) {
+  static_assert(KT == 64, "write_key_rows: 16 threads of four keys per row");
+  const int l16 = thread % 16, a0 = l16 * 4;
+  for (int i = thread / 16; i < C; i += threads / 16) {
+    float dot = 0.f;
+    if (a0 < kn) {
+      const float4 x4 = *reinterpret_cast<const float4*>(R + i * ldr + a0);
+      const float x[4] = {x4.x, x4.y, x4.z, x4.w};
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (a0 + u < kn) dot += to_f32(X[i * ldk + a0 + u]) * x[u];
+      const row_out o = row_of(i);
+      if (o.dst) {
+        if (vec && a0 + 4 <= kn) *reinterpret_cast<float4*>(o.dst + a0) = make_float4(o.s * x[0], o.s * x[1], o.s * x[2], o.s * x[3]);
+        else
+#pragma unroll
+          for (int u = 0; u < 4; ++u)
+            if (a0 + u < kn) o.dst[a0 + u] = o.s * x[u];
+      }
+    }
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    if (l16 == 0 && dots) dots[2 * i] = dot;
+  }
+}
+
 //! grid (max_chunks, HV, 2 · KP / bwd_kt), dqk_threads: blockIdx.z = 2·(key tile) + role (0: dk̃, 1: dq̂).
 template <class D, class Dev, int KP>
 __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_bwd_params<Dev> p) {
@@ -503,7 +574,6 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
   const int K = p.K, V = p.V, HV = p.HV;
   const index_t KV = static_cast<index_t>(K) * V;
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int lane = tid & 31;
   const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
   const bool dk_role = (blockIdx.z & 1u) == 0;
   const int kt = static_cast<int>(blockIdx.z >> 1), k0 = kt * KT, kn = K - k0 < KT ? K - k0 : KT;
@@ -546,27 +616,11 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
   }
   if (dk_role) {  // Σ_v H_c[a][v] D_c[a][v] in fp32 from the bf16 rows (a warp per key row; e^{γ} applied at the end)
     const Op* Hs = reinterpret_cast<const Op*>(R);
-    for (int a = tid >> 5; a < KT; a += nt >> 5) {
-      float hd = 0.f;
-      for (int v = lane; v < VP; v += 32) hd = fmaf(to_f32(Hs[a * ldv + v]), to_f32(Ss[a * ldv + v]), hd);
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) hd += __shfl_xor_sync(0xffffffffu, hd, o);
-      if (lane == 0) cn[a] = hd;
-    }
+    key_rowsums<KT, VP>(
+        cn, [&](int a, int v) { return to_f32(Hs[a * ldv + v]); }, [&](int a, int v) { return to_f32(Ss[a * ldv + v]); }, tid >> 5,
+        nt >> 5);
   }
-  if constexpr (decay_key<D>) {  // four keys per step, one flag per sub-chunk and thread, then one atomic per flagged sub-chunk
-    static_assert(C / 16 <= 32 && KT % 4 == 0);
-    unsigned bad = 0;
-    for (int e = tid; e < C * KT / 4; e += nt) {
-      const int i = e / (KT / 4), a = (e % (KT / 4)) * 4, r0 = i & ~15;
-      const float4 g = *reinterpret_cast<const float4*>(G + i * KT + a), g0 = *reinterpret_cast<const float4*>(G + r0 * KT + a);
-      if (!(fabsf(g.x - g0.x) <= diag_span && fabsf(g.y - g0.y) <= diag_span && fabsf(g.z - g0.z) <= diag_span &&
-            fabsf(g.w - g0.w) <= diag_span))
-        bad |= 1u << (i >> 4);
-    }
-    for (int b = 0; b < C / 16; ++b)
-      if (bad >> b & 1u) atomicOr(&slow[b], 1);
-  }
+  if constexpr (decay_key<D>) flag_slow_subchunks<C, KT>(G, slow, tid, nt);
   stage_wait();
   __syncthreads();
   auto gm = [&](int t, int a) -> float {
@@ -576,37 +630,10 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
   };
   auto qf = [&](int t, int a) { return to_f32(Qs[t * ldk + a]); };
   auto kf = [&](int j, int a) { return to_f32(Ks[j * ldk + a]); };
-  // R's rows out: 16 threads per row, four consecutive keys each (a float4 store where all four lie below
-  // kn and the row is 16-byte aligned), dst[a] = s · R[i][a]; and ⟨x_i, R_i⟩ over the tile's keys into
-  // dotbuf's slot `which` (x = the staged raw k or q rows)
-  struct row_out {
-    float* dst;  // the row's element k0, or null (nothing written)
-    float s;
-  };
+  // R's rows out (write_key_rows) and ⟨x_i, R_i⟩ into dotbuf's slot `which` (x = the staged raw k or q rows)
   auto write_rows = [&](const Op* X, bool vec, int which, auto&& row_of) {
-    static_assert(KT == 64, "chunk_bwd_dqk_kernel: 16 threads of four keys per row");
-    const int l16 = tid % 16, a0 = l16 * 4;
-    for (int i = tid / 16; i < C; i += nt / 16) {
-      float dot = 0.f;
-      if (a0 < kn) {
-        const float4 x4 = *reinterpret_cast<const float4*>(R + i * ldr + a0);
-        const float x[4] = {x4.x, x4.y, x4.z, x4.w};
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (a0 + u < kn) dot += to_f32(X[i * ldk + a0 + u]) * x[u];
-        const row_out o = row_of(i);
-        if (o.dst) {
-          if (vec && a0 + 4 <= kn) *reinterpret_cast<float4*>(o.dst + a0) = make_float4(o.s * x[0], o.s * x[1], o.s * x[2], o.s * x[3]);
-          else
-#pragma unroll
-            for (int u = 0; u < 4; ++u)
-              if (a0 + u < kn) o.dst[a0 + u] = o.s * x[u];
-        }
-      }
-#pragma unroll
-      for (int o = 8; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-      if (l16 == 0 && p.dotbuf) p.dotbuf[((ch * (KP / KT) + kt) * C + i) * 2 + which] = dot;
-    }
+    float* dots = p.dotbuf ? p.dotbuf + (ch * (KP / KT) + kt) * C * 2 + which : nullptr;
+    write_key_rows<C, KT>(R, ldr, X, ldk, kn, vec, dots, tid, nt, row_of);
   };
 
   // inter: R = v D_cᵀ (dk role) or dO H_cᵀ (dq role), over the tile's keys
@@ -942,28 +969,10 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   }
   asm volatile("cp.async.wait_group 1;\n" ::: "memory");
   __syncthreads();  // Γ and the state slices
-  {  // Σ_v H_c[a][v] D_c[a][v] in fp32 (a warp per key row, lanes over v as chunk_bwd_dqk_kernel; e^{γ} at the end)
-    for (int a = warp; a < KT; a += nt >> 5) {
-      float hd = 0.f;
-      for (int v = lane; v < VP; v += 32) hd = fmaf(to_f32(Hs[swz(a, v)]), to_f32(Ds[swz(a, v)]), hd);
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) hd += __shfl_xor_sync(0xffffffffu, hd, o);
-      if (lane == 0) cn[a] = hd;
-    }
-  }
-  {  // the slow sub-chunks: four keys per step, one flag per sub-chunk and thread, one atomic per flagged sub-chunk
-    static_assert(C / 16 <= 32 && KT % 4 == 0);
-    unsigned bad = 0;
-    for (int e = tid; e < C * KT / 4; e += nt) {
-      const int i = e / (KT / 4), a = (e % (KT / 4)) * 4, r0 = i & ~15;
-      const float4 g = *reinterpret_cast<const float4*>(G + i * KT + a), g0 = *reinterpret_cast<const float4*>(G + r0 * KT + a);
-      if (!(fabsf(g.x - g0.x) <= diag_span && fabsf(g.y - g0.y) <= diag_span && fabsf(g.z - g0.z) <= diag_span &&
-            fabsf(g.w - g0.w) <= diag_span))
-        bad |= 1u << (i >> 4);
-    }
-    for (int b = 0; b < C / 16; ++b)
-      if (bad >> b & 1u) atomicOr(&slow[b], 1);
-  }
+  // Σ_v H_c[a][v] D_c[a][v] in fp32 (as chunk_bwd_dqk_kernel; e^{γ} at the end), and the slow sub-chunks
+  key_rowsums<KT, VP>(
+      cn, [&](int a, int v) { return to_f32(Hs[swz(a, v)]); }, [&](int a, int v) { return to_f32(Ds[swz(a, v)]); }, warp, nt >> 5);
+  flag_slow_subchunks<C, KT>(G, slow, tid, nt);
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
   __syncthreads();  // every tile staged
 
@@ -1010,30 +1019,8 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   // 3. each role as chunk_bwd_dqk_kernel's: R's rows out, s · R and ⟨x_i, R_i⟩ (16 threads per row)
   auto kf = [&](int j, int a) { return to_f32(Ks[j * ldk + a]); };
   auto write_rows = [&](const float* R, const Op* X, bool vec, int which, auto&& row_of) {
-    const int l16 = rt % 16, b0 = l16 * 4;
-    for (int i = rt / 16; i < C; i += role_threads / 16) {
-      float dot = 0.f;
-      if (b0 < kn) {
-        const float4 x4 = *reinterpret_cast<const float4*>(R + i * ldr + b0);
-        const float x[4] = {x4.x, x4.y, x4.z, x4.w};
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (b0 + u < kn) dot += to_f32(X[i * ldk + b0 + u]) * x[u];
-        float* dst = nullptr;
-        float s = 0.f;
-        row_of(i, dst, s);
-        if (dst) {
-          if (vec && b0 + 4 <= kn) *reinterpret_cast<float4*>(dst + b0) = make_float4(s * x[0], s * x[1], s * x[2], s * x[3]);
-          else
-#pragma unroll
-            for (int u = 0; u < 4; ++u)
-              if (b0 + u < kn) dst[b0 + u] = s * x[u];
-        }
-      }
-#pragma unroll
-      for (int o = 8; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-      if (l16 == 0 && p.dotbuf) p.dotbuf[((ch * (KP / KT) + kt) * C + i) * 2 + which] = dot;
-    }
+    float* dots = p.dotbuf ? p.dotbuf + (ch * (KP / KT) + kt) * C * 2 + which : nullptr;
+    write_key_rows<C, KT>(R, ldr, X, ldk, kn, vec, dots, rt, role_threads, row_of);
   };
   if (role == 0) {
     {  // Σ_j k̃_j ⊙ dk̃_j^inter: `parts` partial sums of C / parts rows per key
@@ -1054,19 +1041,17 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
       cn[a] = a < kn ? cn[a] * __expf(G[(C - 1) * KT + a]) + inter : 0.f;
     }
     if (p.dk || p.dotbuf)  // dk = w dk̃ and ⟨k_j, dk̃_j⟩ over the tile
-      write_rows(Rk, Ks, K % 4 == 0 && aligned16(p.dk), 0, [&](int j, float*& dst, float& s) {
+      write_rows(Rk, Ks, K % 4 == 0 && aligned16(p.dk), 0, [&](int j) {
         const chunk_record& r = recs[j];
-        dst = r.wr && p.dk ? p.dk + (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 : nullptr;
-        s = r.w;
+        return row_out{r.wr && p.dk ? p.dk + (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 : nullptr, r.w};
       });
   } else {
     dqk_warp_tiles<false>(Rq, ldr, dAs, lda, Ks, ldk, G, KT, recs, slow, kn, rw, 8);
     named_barrier(2, role_threads);
     if (p.dq || p.dotbuf)  // dq = r dq̂ and ⟨q_t, dq̂_t⟩ over the tile
-      write_rows(Rq, Qs, K % 4 == 0 && aligned16(p.dq), 1, [&](int t, float*& dst, float& s) {
+      write_rows(Rq, Qs, K % 4 == 0 && aligned16(p.dq), 1, [&](int t) {
         const chunk_record& r = recs[t];
-        dst = r.rd && p.dq ? p.dq + (r.hv * p.Rr + r.slot) * K + k0 : nullptr;
-        s = r.r;
+        return row_out{r.rd && p.dq ? p.dq + (r.hv * p.Rr + r.slot) * K + k0 : nullptr, r.r};
       });
   }
   if (!p.dg) return;  // uniform over the block
