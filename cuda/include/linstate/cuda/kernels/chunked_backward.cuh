@@ -51,8 +51,6 @@
 
 namespace linstate::cuda_detail {
 
-inline constexpr int bwd_chunk_max_v = 128;  //!< V the gradient kernel holds in one block
-
 template <class Dev>
 struct chunk_bwd_params : chunk_params<Dev> {
   const Dev* dO = nullptr;     // [tokens, HV, V]
@@ -1348,38 +1346,31 @@ bool chunked_backward_supported(const detail::problem& pb) {
   return chunked_supported(pb) && pb.V <= bwd_chunk_max_v;
 }
 
-//! The bf16 path's extra scratch per chunk and value head, in bytes (qbuf, kbuf, abuf, dabuf, gambuf;
-//! dotbuf when routed; hsbuf, dsbuf), in the order bind_bwd_tc_buffers lays them out (every part before
-//! hsbuf a multiple of 16 bytes, so H_c's and D_c's rows are 16-byte aligned where V % 8 == 0).
-template <class D>
-std::size_t bwd_tc_bytes(int KP, int K, int V, bool routed) {
+//! The bf16 path's own scratch per chunk and value head, in bytes (dabuf; dotbuf when routed; dsbuf), in the
+//! order bind_bwd_tc_buffers lays them out (every part before dsbuf a multiple of 16 bytes, so D_c's rows
+//! are 16-byte aligned where V % 8 == 0). What the forward's kernels form (Q̃, K̃, A, Γ, e^{γ}, H_c) is
+//! kept_bytes (detail/saved.cuh): a saved_states' storage or the recomputation's scratch.
+inline std::size_t bwd_tc_bytes(int KP, int K, int V, bool routed) {
   const std::size_t C = chunk_len;
-  return 2 * C * KP * sizeof(__nv_bfloat16) + 2 * C * C * sizeof(__nv_bfloat16) + gamma_floats<D>(KP) * sizeof(float) +
-         (routed ? static_cast<std::size_t>(KP / bwd_kt) * C * 2 * sizeof(float) : 0) +
-         2 * static_cast<std::size_t>(K) * V * sizeof(__nv_bfloat16);
+  return C * C * sizeof(__nv_bfloat16) + (routed ? static_cast<std::size_t>(KP / bwd_kt) * C * 2 * sizeof(float) : 0) +
+         static_cast<std::size_t>(K) * V * sizeof(__nv_bfloat16);
 }
 
-//! Points p's qbuf, kbuf, abuf, dabuf, gambuf (and dotbuf when routed), hsbuf and dsbuf into base
-//! (bwd_tc_bytes per chunk and value head, 256-byte aligned base).
-template <class D>
-void bind_bwd_tc_buffers(chunk_bwd_params<__nv_bfloat16>& p, unsigned char* base, std::size_t chunk_heads, int KP, int K, int V,
-                         bool routed) {
+//! Points p's dabuf (and dotbuf when routed) and dsbuf into base (bwd_tc_bytes per chunk and value head,
+//! 256-byte aligned base).
+inline void bind_bwd_tc_buffers(chunk_bwd_params<__nv_bfloat16>& p, unsigned char* base, std::size_t chunk_heads, int KP, int K,
+                                int V, bool routed) {
   using Op = __nv_bfloat16;
   const std::size_t C = chunk_len;
-  p.qbuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * KP * sizeof(Op);
-  p.kbuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * KP * sizeof(Op);
-  p.abuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * C * sizeof(Op);
   p.dabuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * C * sizeof(Op);
-  p.gambuf = gamma_floats<D>(KP) > 0 ? reinterpret_cast<float*>(base) : nullptr, base += chunk_heads * gamma_floats<D>(KP) * sizeof(float);
   p.dotbuf = routed ? reinterpret_cast<float*>(base) : nullptr;
   base += routed ? chunk_heads * static_cast<std::size_t>(KP / bwd_kt) * C * 2 * sizeof(float) : 0;
-  const std::size_t kv = static_cast<std::size_t>(K) * V;
-  p.hsbuf = reinterpret_cast<Op*>(base), base += chunk_heads * kv * sizeof(Op);
   p.dsbuf = reinterpret_cast<Op*>(base);
+  (void)K, (void)V;
 }
 
 template <class D, class Dev, int KP>
-void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, cudaStream_t stream, const char* api) {
+void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, bool recompute, cudaStream_t stream, const char* api) {
   constexpr bool tc = std::is_same_v<Dev, __nv_bfloat16>;
   set_chunk_smem<D, Dev, KP>(api);
   static const bool once = [api] {
@@ -1420,10 +1411,12 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
   const dim3 scan_grid(static_cast<unsigned>((KV + scan_threads * scan_per_thread - 1) / (scan_threads * scan_per_thread)),
                        hv, static_cast<unsigned>(p.S * p.P));
   // 1. H_c (the forward's kernels, without a final state); bf16: the forward's own split, whose intra
-  //    kernel also leaves A, K̃, Q̃ and Γ for the gradient kernels
+  //    kernel also leaves A, K̃, Q̃ and Γ for the gradient kernels — or nothing, where a forward call kept
+  //    them (saved_states: bf16 only, !recompute)
   chunk_params<Dev> fwd = p;
   fwd.state_out = nullptr, fwd.in_place = false;
-  if (chunks > 0) {
+  if (!tc) recompute = true;
+  if (recompute && chunks > 0) {
     if constexpr (tc) {
       fwd.intra_u = intra_fuses_u<D, Dev>(p.K, p.V);  // U_c by the intra kernel (which still leaves K̃ in kbuf)
       chunk_intra_kernel<D, Dev, KP><<<dim3(ch, hv), intra_threads, intra_smem<D, Dev>(KP).bytes, stream>>>(fwd);
@@ -1438,8 +1431,10 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
       check_launch("chunk_state_kernel", api);
     }
   }
-  chunk_scan_kernel<D, Dev><<<scan_grid, scan_threads, 0, stream>>>(fwd);
-  check_launch("chunk_scan_kernel", api);
+  if (recompute) {
+    chunk_scan_kernel<D, Dev><<<scan_grid, scan_threads, 0, stream>>>(fwd);
+    check_launch("chunk_scan_kernel", api);
+  }
   // 2. W_c
   chunk_params<Dev> adj = p;
   adj.v = p.dO, adj.hbuf = p.dbuf;
@@ -1496,9 +1491,9 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
 }
 
 template <class D, class Dev>
-void enqueue_chunked_backward(const chunk_bwd_params<Dev>& p, bool want_dg, cudaStream_t stream, const char* api) {
-  if (p.kp == 64) enqueue_chunked_backward_kp<D, Dev, 64>(p, want_dg, stream, api);
-  else enqueue_chunked_backward_kp<D, Dev, 128>(p, want_dg, stream, api);
+void enqueue_chunked_backward(const chunk_bwd_params<Dev>& p, bool want_dg, bool recompute, cudaStream_t stream, const char* api) {
+  if (p.kp == 64) enqueue_chunked_backward_kp<D, Dev, 64>(p, want_dg, recompute, stream, api);
+  else enqueue_chunked_backward_kp<D, Dev, 128>(p, want_dg, recompute, stream, api);
 }
 
 }  // namespace linstate::cuda_detail
