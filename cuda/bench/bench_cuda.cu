@@ -26,7 +26,9 @@
 //!   g = logsigmoid(N(0, 1)) / 16 (≤ 0, natural log); β = σ(N(0, 1)); router logits ~ N(0, 1);
 //!   decode states ~ N(0, 0.1²); scale K^-1/2.
 //! * prefill: linstate::forward (o only, no final state). train: forward, then linstate::backward
-//!   with a random dO, writing every input's gradient (no initial state, so no dh0). Algorithm
+//!   with a random dO, writing every input's gradient (no initial state, so no dh0); the forward keeps
+//!   what the backward would recompute (linstate::saved_states: the bf16 GLA family; --saved-states=0:
+//!   the backward recomputes, the rows of sessions before 14). Algorithm
 //!   chunked<64> (and recurrent for GLA up to --recurrent-tmax, a reference row); strategies varlen
 //!   and mask for SSE.
 //! * decode: forward_in_place, T = 1 per sequence, recurrent, B ∈ --batch. Three rows per case:
@@ -109,6 +111,7 @@ struct config {
   std::vector<index_t> batch{1, 16, 128};
   std::vector<std::string> strategies{"varlen", "mask"};
   bool flush = true, delta = false;
+  bool saved_states = true;           // --saved-states: train keeps the forward's operands for the backward
   int pieces = 0;                     // --pieces: the delta rule's bf16 forward pipeline (0: the library's choice)
   int bscan_warps = 8;                // --bscan-warps: the delta rule's bf16 backward scans, warps per block (8, 16)
   std::string decode_path = "auto";  // --decode-path: auto (the library's choice), fused, stream, three-kernel
@@ -151,6 +154,8 @@ void usage() {
       "  --delta                             prefill/train also for the gated delta rule (gdn, sse_gdn_n4k1s)\n"
       "  --pieces=0                          the delta rule's bf16 forward in N pipelined pieces (0: the library's choice)\n"
       "  --bscan-warps=8                     warps per block of the delta rule's bf16 backward scans (8 or 16)\n"
+      "  --saved-states=1                    train: the forward keeps what the backward would recompute\n"
+      "                                      (linstate::saved_states; bf16 GLA family); 0: the backward recomputes\n"
       "  --decode-path=auto                  decode: 'fused' takes the register-tile decode kernel (decode.cuh) at\n"
       "                                      every size, 'stream' the streamed one (decode_stream.cuh) wherever it\n"
       "                                      applies, 'three-kernel' neither (router, recurrent, combine; comparisons)\n"
@@ -178,6 +183,7 @@ config parse(int argc, char** argv) {
     else if (key == "--graph-replays") c.graph_replays = static_cast<int>(num());
     else if (key == "--deadline") c.deadline_s = num();
     else if (key == "--no-flush") c.flush = false;
+    else if (key == "--saved-states" && (val == "0" || val == "1")) c.saved_states = val == "1";
     else if (key == "--delta") c.delta = true;
     else if (key == "--pieces") c.pieces = std::atoi(val.c_str());
     else if (key == "--bscan-warps" && (val == "8" || val == "16")) c.bscan_warps = std::atoi(val.c_str());
@@ -311,6 +317,7 @@ class bench_context {
     o.final_state = false;
     o.min_reps = cfg.min_reps, o.max_reps = cfg.reps, o.budget_ms = cfg.budget_ms;
     o.warmup = cfg.warmup, o.warmup_ms = cfg.warmup_ms, o.cold_cache = cfg.flush, o.roofline = false;
+    o.saved_states = cfg.saved_states;
     return o;
   }
   //! Runs measurement f (a call of linstate::bench) for row r. Returns no value (after printing why)
@@ -566,6 +573,8 @@ int main(int argc, char** argv) {
                      : "no L2 flush") +
            "; median, p20, p80; bf16 inputs, fp32 state, B = 1 (decode: --batch), H = 8, K = V = 128, top-1 + shared");
   ctx.meta("measurements: linstate::bench (<linstate/cuda/bench.cuh>)");
+  ctx.meta(cfg.saved_states ? "train: the forward keeps its operands for the backward (saved_states; bf16 GLA family)"
+                            : "train: the backward recomputes the forward's operands (--saved-states=0)");
   ctx.header();
 
   if (cfg.suite("copy") || cfg.suite("decode")) run_copy(ctx);

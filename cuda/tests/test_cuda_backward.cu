@@ -475,6 +475,139 @@ TEST_CASE("chunked backward (bf16): SSE routed streams, router gradients, packed
   check_chunked_bf16<sse_n4k1s>(make<sse_n4k1s>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 64, .V = 64}, 210, true, cu), 70);
 }
 
+// --- saved_states: what a bf16 chunked forward keeps for its backward -------------------------------
+
+//! A bf16 chunked<64> forward that keeps its operands in a linstate::saved_states (Q̃, K̃, A, Γ, e^{γ}, H_c)
+//! and the backward that reads them, against the forward and backward without the object (which recompute
+//! them): o, the final state and every gradient the same bits; a second step of the same shapes reuses the
+//! storage and gives the same bits again; and the gradients within SPEC §9.3's ratio of the CPU's fp32
+//! recurrent backward on the same bf16 inputs (so a kept buffer the backward read wrongly cannot pass).
+template <class Spec, class Strategy = linstate::varlen>
+void check_saved(const random_inputs& data, std::uint64_t seed) {
+  using bf = Eigen::bfloat16;
+  const host_inputs<bf> hin(data);
+  const linstate::inputs<bf> in = hin.view(true);
+  const cot_host c = make_cot(data, seed);
+  const tensor<bf> dO = cast_to<bf>(c.dO);
+  const auto like = alloc_like(in, data.state_shape());
+  device_inputs<bf> din(in);
+  auto d_dO = upload(dO);
+  auto d_dht = upload(c.dht);
+  const linstate::cotangents<bf> dc{d_dO.view(dO.shape()), d_dht.view(c.dht.shape())};
+  const linstate::shape_t os = data.output_shape(), ss = data.state_shape();
+  const auto n_o = static_cast<std::size_t>(os.numel()), n_s = static_cast<std::size_t>(ss.numel());
+  linstate::device_buffer<bf> o_rec(n_o), o_kept(n_o);
+  linstate::device_buffer<float> h_rec(n_s), h_kept(n_s);
+  const linstate::cuda be{};
+  const linstate::chunked<64> alg{};
+  linstate::forward<Spec>(be, din.in, linstate::outputs<bf>{o_rec.view(os), h_rec.view(ss)}, alg, Strategy{});
+  device_grads<bf> g_rec(like);
+  linstate::backward<Spec>(be, din.in, dc, g_rec.g, alg, Strategy{});
+  linstate::saved_states saved;
+  linstate::forward<Spec>(be, din.in, linstate::outputs<bf>{o_kept.view(os), h_kept.view(ss)}, saved, alg, Strategy{});
+  REQUIRE_FALSE(saved.empty());
+  CHECK(saved.device_bytes() > 0);
+  CHECK(saved.bytes() == saved.device_bytes());
+  device_grads<bf> g_kept(like);
+  linstate::backward<Spec>(be, din.in, dc, g_kept.g, saved, alg, Strategy{});
+  cuda_ok(cudaDeviceSynchronize());
+  CHECK(same_bits(download(o_rec, os), download(o_kept, os)));
+  CHECK(same_bits(download(h_rec, ss), download(h_kept, ss)));
+  const auto rec = g_rec.fetch(), kept = g_kept.fetch();
+  check_same_bits(rec, kept);
+  // a second training step of the same shapes: the storage is reused, the bits repeat
+  const std::size_t bytes = saved.device_bytes();
+  const void* storage = linstate::detail::saved_states_access::device_data(saved);
+  linstate::forward<Spec>(be, din.in, linstate::outputs<bf>{o_kept.view(os), h_kept.view(ss)}, saved, alg, Strategy{});
+  device_grads<bf> g_again(like);
+  linstate::backward<Spec>(be, din.in, dc, g_again.g, saved, alg, Strategy{});
+  cuda_ok(cudaDeviceSynchronize());
+  CHECK(saved.device_bytes() == bytes);
+  CHECK(linstate::detail::saved_states_access::device_data(saved) == storage);
+  check_same_bits(rec, g_again.fetch());
+  // and right: the CPU's fp32 recurrent backward on the same bf16 inputs
+  linstate::gradient_result<bf> ref = alloc_like(in, data.state_shape());
+  cpu_backward<Spec>(in, linstate::cotangents<bf>{dO.view(), c.dht.view()}, views_of(ref), !Strategy::gather, {});
+  check_grads(ref, kept);
+  saved.release();
+  CHECK(saved.empty());
+  CHECK(saved.device_bytes() == 0);
+}
+
+TEST_CASE("saved_states (bf16): the kept operands give the recomputing backward's bits — GLA family, SSE, packed sequences") {
+  check_saved<gla>(make<gla>({.B = 2, .T = 150, .H = 2, .HV = 4, .K = 64, .V = 64}, 301), 71);
+  check_saved<gla>(make<gla>({.B = 1, .T = 200, .H = 2, .HV = 2, .K = 128, .V = 128}, 302), 72);
+  check_saved<gla>(make<gla>({.B = 1, .T = 130, .H = 1, .HV = 1, .K = 48, .V = 40}, 303), 73);
+  check_saved<gla_none>(make<gla_none>({.B = 2, .T = 140, .H = 2, .HV = 2, .K = 64, .V = 64}, 304), 74);
+  check_saved<gla_scalar>(make<gla_scalar>({.B = 2, .T = 140, .H = 2, .HV = 2, .K = 64, .V = 64}, 305), 75);
+  const auto d4 = make<sse_n4k1s>({.B = 2, .T = 260, .H = 2, .HV = 2, .K = 64, .V = 64}, 306);
+  check_saved<sse_n4k1s>(d4, 76);
+  check_saved<sse_n4k1s, linstate::mask>(d4, 77);
+  check_saved<sse_n8k2>(make<sse_n8k2>({.B = 1, .T = 300, .H = 2, .HV = 2, .K = 64, .V = 64, .N = 8}, 307), 78);
+  const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
+  check_saved<sse_n4k1s>(make<sse_n4k1s>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 128, .V = 128}, 308, true, cu), 79);
+}
+
+TEST_CASE("saved_states: calls that keep nothing, and an object kept by another call, throw or recompute") {
+  const auto data = make<gla>({.B = 1, .T = 100, .H = 2, .HV = 2, .K = 64, .V = 64}, 309);
+  const linstate::cuda be{};
+  const linstate::chunked<64> alg{};
+  const cot_host c = make_cot(data, 80);
+  const linstate::shape_t os = data.output_shape(), ss = data.state_shape();
+  SUBCASE("fp32 inputs (the exact backward recomputes in fp32): nothing kept, the backward recomputes") {
+    device_inputs<float> din(data.view());
+    auto d_dO = upload(c.dO);
+    const linstate::cotangents<float> dc{d_dO.view(os), {}};
+    linstate::device_buffer<float> o(static_cast<std::size_t>(os.numel()));
+    linstate::saved_states saved;
+    linstate::forward<gla>(be, din.in, linstate::outputs<float>{o.view(os), {}}, saved, alg);
+    CHECK(saved.empty());
+    const auto like = alloc_like(din.in, ss);
+    device_grads<float> a(like), b(like);
+    linstate::backward<gla>(be, din.in, dc, a.g, saved, alg);
+    linstate::backward<gla>(be, din.in, dc, b.g, alg);
+    cuda_ok(cudaDeviceSynchronize());
+    check_same_bits(a.fetch(), b.fetch());
+  }
+  using bf = Eigen::bfloat16;
+  const host_inputs<bf> hin(data);
+  device_inputs<bf> din(hin.view(true));
+  const tensor<bf> dO = cast_to<bf>(c.dO);
+  auto d_dO = upload(dO);
+  const linstate::cotangents<bf> dc{d_dO.view(os), {}};
+  linstate::device_buffer<bf> o(static_cast<std::size_t>(os.numel()));
+  const auto like = alloc_like(din.in, ss);
+  device_grads<bf> dg(like);
+  linstate::saved_states saved;
+  linstate::forward<gla>(be, din.in, linstate::outputs<bf>{o.view(os), {}}, saved, alg);
+  REQUIRE_FALSE(saved.empty());
+  SUBCASE("the same values at other addresses") {
+    device_inputs<bf> other(hin.view(true));
+    CHECK_THROWS_WITH_AS(linstate::backward<gla>(be, other.in, dc, dg.g, saved, alg), doctest::Contains("kept by another forward call"),
+                         linstate::error);
+  }
+  SUBCASE("another variant, another algorithm") {
+    CHECK_THROWS_WITH_AS(linstate::backward<gla_scalar>(be, din.in, dc, dg.g, saved, alg), doctest::Contains("another variant"),
+                         linstate::error);
+    CHECK_THROWS_WITH_AS(linstate::backward<gla>(be, din.in, dc, dg.g, saved, linstate::recurrent{}), doctest::Contains("chunks of 64"),
+                         linstate::error);
+  }
+  SUBCASE("an object the CPU filled") {
+    linstate::saved_states cpu_saved;
+    const linstate::inputs<bf> hv = hin.view(true);
+    tensor<bf> ho(os);
+    linstate::forward<gla>(linstate::cpu{}, hv, linstate::outputs<bf>{ho.view(), {}}, cpu_saved, alg);
+    if (!cpu_saved.empty())
+      CHECK_THROWS_WITH_AS(linstate::backward<gla>(be, din.in, dc, dg.g, cpu_saved, alg), doctest::Contains("on the CPU"),
+                           linstate::error);
+    linstate::gradient_result<bf> hg = alloc_like(hv, ss);  // the GPU-kept object on the CPU
+    CHECK_THROWS_WITH_AS(linstate::backward<gla>(linstate::cpu{}, hv, linstate::cotangents<bf>{dO.view(), {}}, views_of(hg), saved, alg),
+                         doctest::Contains("on the GPU"), linstate::error);
+  }
+  cuda_ok(cudaDeviceSynchronize());
+  cuda_ok(cudaGetLastError());
+}
+
 // --- the chunk-parallel backward in exact fp32 (chunk_grad_exact_kernel: fp32 and fp16 inputs) -------
 
 //! fp32 chunked<64> backward against the CPU recurrent backward: every gradient at 1e-5·max|ref|.

@@ -388,7 +388,7 @@ void run_backward(const cuda& be, const detail::problem_for<R>& pb, const inputs
 //! family::delta: kernels/chunked_delta.cuh (any input type, exact fp32).
 template <class D, class R, class Scalar>
 void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const cotangents<Scalar>& d,
-                          const gradients<Scalar>& g, const char* api) {
+                          const gradients<Scalar>& g, const char* api, const unsigned char* kept = nullptr) {
   static_assert(check_decay<D>());
   static_assert(is_diagonal<D> || is_delta<D>, "linstate (cuda): the chunked backward runs family::diagonal and family::delta");
   using Dev = device_scalar_t<Scalar>;
@@ -409,17 +409,23 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   const std::size_t at_segc = lay.add(static_cast<std::size_t>(pb.S * pb.P + 1) * sizeof(index_t));
   const std::size_t at_cseg = lay.add(chunks * sizeof(int));
   const std::size_t at_rtok = lay.add(chunks * chunk_len * sizeof(int));
-  const std::size_t at_hbuf = lay.add(chunks * kv * sizeof(float));
+  // bf16, family::diagonal: the gradient kernels' buffers (dA, the router dots, D_c), and what the forward
+  // kept (`kept`: Q̃, K̃, A, Γ, e^{γ}, H_c; detail/saved.cuh) or, without it, their recomputation's scratch
+  // (and U_c's, fp32 in hbuf)
+  constexpr bool tc_bwd = !delta && std::is_same_v<Dev, __nv_bfloat16>;
+  const std::size_t at_hbuf = lay.add(tc_bwd && kept ? 0 : chunks * kv * sizeof(float));
   const std::size_t at_dbuf = lay.add(chunks * kv * sizeof(float));
-  const std::size_t at_gbuf = lay.add(delta ? 0 : chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
+  const std::size_t at_gbuf = lay.add(delta || tc_bwd ? 0 : chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
   const std::size_t at_cbuf = lay.add(delta ? 0 : chunks * static_cast<std::size_t>(pb.HV * KP) * sizeof(float));
   const std::size_t at_delta =
       lay.add(delta ? chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats(pb.K, pb.V, true) * sizeof(float) : 0);
-  // bf16, family::diagonal: the gradient kernels' buffers (A, K̃, Q̃, Γ, dA, the router dots)
-  constexpr bool tc_bwd = !delta && std::is_same_v<Dev, __nv_bfloat16>;
-  std::size_t tc_bytes = 0;
-  if constexpr (tc_bwd) tc_bytes = chunks * static_cast<std::size_t>(pb.HV) * bwd_tc_bytes<D>(KP, static_cast<int>(pb.K), static_cast<int>(pb.V), routed);
+  std::size_t tc_bytes = 0, recompute_bytes = 0;
+  if constexpr (tc_bwd) {
+    tc_bytes = chunks * static_cast<std::size_t>(pb.HV) * bwd_tc_bytes(KP, static_cast<int>(pb.K), static_cast<int>(pb.V), routed);
+    if (!kept) recompute_bytes = chunks * static_cast<std::size_t>(pb.HV) * kept_bytes<D>(KP, static_cast<int>(pb.K), static_cast<int>(pb.V));
+  }
   const std::size_t at_tc = lay.add(tc_bytes);
+  const std::size_t at_recompute = lay.add(recompute_bytes);
   bwd_partials pt;
   pt.plan(pb, g, 1, lay, /*qk_for_g=*/!delta);
   device_buffer<unsigned char> scratch(lay.bytes, stream, scratch_pool(api));
@@ -458,7 +464,11 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   c.dbuf = reinterpret_cast<float*>(base + at_dbuf), c.cbuf = reinterpret_cast<float*>(base + at_cbuf), c.kp = KP;
   c.Rr = pt.Rr, c.Rw = pt.Rw;
   c.dq = pt.dq, c.dk = pt.dk, c.dv = pt.dv, c.dg = pt.dg, c.dcw = pt.dcw, c.dcr = pt.dcr;
-  if constexpr (tc_bwd) bind_bwd_tc_buffers<D>(c, base + at_tc, chunks * static_cast<std::size_t>(pb.HV), KP, c.K, c.V, routed);
+  if constexpr (tc_bwd) {
+    bind_bwd_tc_buffers(c, base + at_tc, chunks * static_cast<std::size_t>(pb.HV), KP, c.K, c.V, routed);
+    bind_kept<D>(c, kept ? const_cast<unsigned char*>(kept) : base + at_recompute, chunks * static_cast<std::size_t>(pb.HV), KP, c.K,
+                 c.V);
+  }
   if constexpr (delta) {
     delta_params<Dev> dp;
     static_cast<chunk_bwd_params<Dev>&>(dp) = c;
@@ -466,7 +476,7 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
     bind_delta_buffers(dp, reinterpret_cast<float*>(base + at_delta), rplan.max_chunks, pb.HV, pb.K, pb.V, true);
     enqueue_delta_backward<D>(dp, stream, api);
   } else {
-    enqueue_chunked_backward<D, Dev>(c, pt.dg != nullptr, stream, api);
+    enqueue_chunked_backward<D, Dev>(c, pt.dg != nullptr, /*recompute=*/kept == nullptr, stream, api);
   }
   combine_gradients(stream, pb, pt, meta, g, api);
   router_backward(stream, pb, in, pt, meta, g.router_logits, api);
@@ -483,9 +493,9 @@ void require_device_gradients(const std::string& api, const cotangents<Scalar>& 
   require_device(api, "gradient initial_state", g.initial_state);
 }
 
-template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
-void backward(const cuda& be, const inputs<Scalar>& in, const cotangents<Scalar>& d, const gradients<Scalar>& grads,
-              Algorithm = {}, Strategy = {}, const options& opt = {}) {
+template <class Spec, class Algorithm, class Strategy, InputScalar Scalar>
+void backward_impl(const cuda& be, const inputs<Scalar>& in, const cotangents<Scalar>& d, const gradients<Scalar>& grads,
+                   const options& opt, const saved_states* saved) {
   static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
   const char* api = "linstate::backward (cuda)";
   using D = typename Spec::decay;
@@ -505,15 +515,36 @@ void backward(const cuda& be, const inputs<Scalar>& in, const cotangents<Scalar>
   if constexpr (is_delta<D>) chunked = chunked && delta_chunked_supported(pb);
   else if constexpr (is_diagonal<D>) chunked = chunked && chunked_backward_supported<device_scalar_t<Scalar>>(pb);
   else chunked = false;
+  // what a forward call kept (saved_states; a mismatch with this call throws before anything is launched)
+  using sa = detail::saved_states_access;
+  const bool kept = saved && sa::check_call(api, *saved, sa::tag<Spec>(), pb, in, chunked ? chunk_len : 0, /*on_device=*/true);
   if constexpr (is_delta<D> || is_diagonal<D>)
-    if (chunked) return run_backward_chunked<D>(be, pb, in, d, grads, api);
+    if (chunked) {
+      const unsigned char* ops = nullptr;
+      if constexpr (keeps_operands<D, device_scalar_t<Scalar>>) ops = kept ? static_cast<const unsigned char*>(sa::device_data(*saved)) : nullptr;
+      return run_backward_chunked<D>(be, pb, in, d, grads, api, ops);
+    }
   run_backward<D>(be, pb, in, d, grads, bwd_segment<Algorithm>(), api);
+}
+
+template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
+void backward(const cuda& be, const inputs<Scalar>& in, const cotangents<Scalar>& d, const gradients<Scalar>& grads,
+              Algorithm = {}, Strategy = {}, const options& opt = {}) {
+  backward_impl<Spec, Algorithm, Strategy>(be, in, d, grads, opt, nullptr);
+}
+
+//! The backward that reads what linstate::forward(…, saved, …) kept for these inputs (an empty `saved`:
+//! it recomputes, as the overload without it).
+template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
+void backward(const cuda& be, const inputs<Scalar>& in, const cotangents<Scalar>& d, const gradients<Scalar>& grads,
+              const saved_states& saved, Algorithm = {}, Strategy = {}, const options& opt = {}) {
+  backward_impl<Spec, Algorithm, Strategy>(be, in, d, grads, opt, &saved);
 }
 
 }  // namespace cuda_detail
 
 //! \brief Backward pass of variant `Spec` on the GPU: `linstate::backward<Spec>(linstate::cuda{stream},
-//! in, cotangents, gradients[, algorithm[, strategy[, options]]])`, the arguments of the CPU overload
+//! in, cotangents, gradients[, saved][, algorithm[, strategy[, options]]])`, the arguments of the CPU overload
 //! with device pointers (cu_seqlens stays a host span). Reads `in` (the forward call's inputs),
 //! `cotangents.o` `[B,T,HV,V]` and, when given, `cotangents.final_state` `[S,P,HV,K,V]` fp32; writes
 //! every non-empty view of `gradients` (input element type; `initial_state` fp32) on `be.stream`

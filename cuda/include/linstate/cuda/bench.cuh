@@ -364,8 +364,11 @@ class device_workload {
   slot<Scalar> q, k, v, g, beta, sq, sk, sg, sbeta, logits, o, d_o;
   slot<Scalar> dq, dk, dv, dg, dbeta, dsq, dsk, dsg, dsbeta, dlogits;
   slot<float> params, state, h0, ht, dh0;
+  bool keep_states = true;                   //!< train: options.saved_states
+  mutable linstate::saved_states saved;      //!< train: what the forward keeps for the backward
 
-  device_workload(const detail::resolved& r, const options& opt, int n_sets, cudaStream_t s) : sizes(r), call(r.call), sets(n_sets) {
+  device_workload(const detail::resolved& r, const options& opt, int n_sets, cudaStream_t s)
+      : sizes(r), call(r.call), sets(n_sets), keep_states(opt.saved_states) {
     using D = typename Spec::decay;
     const detail::input_shapes in = detail::shapes_of<Spec>(r);
     q.make(in.q, sets), k.make(in.k, sets), v.make(in.v, sets), g.make(in.g, sets), beta.make(in.beta, sets);
@@ -419,8 +422,14 @@ class device_workload {
   template <class Algorithm, class Strategy>
   void train(const cuda& be, Algorithm a, Strategy s) const {
     const inputs<Scalar> i = in();
-    linstate::forward<Spec>(be, i, outputs<Scalar>{o.view(), ht.view()}, a, s, call);
-    linstate::backward<Spec>(be, i, cotangents<Scalar>{d_o.cview(), tensor_view<const float>{}}, grads(), a, s, call);
+    const cotangents<Scalar> d{d_o.cview(), tensor_view<const float>{}};
+    if (keep_states) {  // the calls that keep: saved_states.hpp (bf16 chunked, GLA family); the others recompute
+      linstate::forward<Spec>(be, i, outputs<Scalar>{o.view(), ht.view()}, saved, a, s, call);
+      linstate::backward<Spec>(be, i, d, grads(), saved, a, s, call);
+    } else {
+      linstate::forward<Spec>(be, i, outputs<Scalar>{o.view(), ht.view()}, a, s, call);
+      linstate::backward<Spec>(be, i, d, grads(), a, s, call);
+    }
   }
 };
 

@@ -70,6 +70,7 @@
 #include "buffer.cuh"
 #include "check.cuh"
 #include "detail/scalar.cuh"
+#include "detail/saved.cuh"
 #include "detail/scratch.cuh"
 #include "kernels/chunked.cuh"
 #include "kernels/chunked_delta.cuh"
@@ -190,7 +191,8 @@ inline void copy_or_zero(float* dst, const float* src, index_t n, cudaStream_t s
 //! the initial one.
 template <class D, class R, class Scalar>
 void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const float* state_in, float* state_out,
-         bool in_place, Scalar* o, const char* api, bool use_chunked = false) {
+         bool in_place, Scalar* o, const char* api, bool use_chunked = false, saved_states* keep = nullptr,
+         const void* variant = nullptr) {
   static_assert(check_decay<D>());
   using Dev = device_scalar_t<Scalar>;
   constexpr bool generic = is_generic<D>;
@@ -253,21 +255,27 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   const std::size_t at_cseg = lay.add(n_chunks * sizeof(int));
   const std::size_t at_rtok = lay.add(n_chunks * chunk_len * sizeof(int));
   const std::size_t at_hbuf = lay.add(n_chunks * static_cast<std::size_t>(pb.HV * pb.K * pb.V) * sizeof(float));
-  const std::size_t at_gbuf = lay.add(delta_chunked ? 0 : n_chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
+  const bool diag_chunked = chunked && !delta_chunked;
+  // with `keep`, a bf16 forward of the diagonal family whose backward is chunked writes Q̃, K̃, A, Γ, e^{γ}
+  // and H_c into the saved_states' device storage (detail/saved.cuh) instead of scratch; other calls keep nothing
+  bool keeping = false;
+  if constexpr (keeps_operands<D, Dev>) keeping = keep && diag_chunked && kept_supported(pb);
+  if (keep && !keeping) detail::saved_states_access::invalidate(*keep);
+  const std::size_t at_gbuf =
+      lay.add(delta_chunked || keeping ? 0 : n_chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
   // the GLA family's Q̃, K̃ and intra-chunk scores (chunk_intra_kernel → chunk_kstate_kernel, chunk_output_kernel),
   // in the operand types, rows chunk_kp(K) long
-  const bool diag_chunked = chunked && !delta_chunked;
   const std::size_t n_qk = diag_chunked ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_kp(static_cast<int>(pb.K))) : 0;
-  const std::size_t at_qbuf = lay.add(n_qk * sizeof(state_op_t<Dev>));
+  const std::size_t at_qbuf = lay.add(keeping ? 0 : n_qk * sizeof(state_op_t<Dev>));
   // K̃ only where chunk_kstate_kernel runs (the intra kernel forms U_c itself otherwise)
   const bool kt_needed = !intra_fuses_u<D, Dev>(static_cast<int>(pb.K), static_cast<int>(pb.V));
-  const std::size_t at_kbuf = lay.add(kt_needed ? n_qk * sizeof(Dev) : 0);
+  const std::size_t at_kbuf = lay.add(kt_needed && !keeping ? n_qk * sizeof(Dev) : 0);
   const std::size_t at_abuf =
-      lay.add(diag_chunked ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_len) * sizeof(Dev) : 0);
+      lay.add(diag_chunked && !keeping ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_len) * sizeof(Dev) : 0);
   // H_c in the state operand type for 16-bit inputs (chunk_scan_kernel → chunk_output_kernel; U_c stays fp32 in hbuf)
   constexpr bool h16 = tensor_core_op<state_op_t<Dev>>;
   const std::size_t at_hsbuf =
-      lay.add(diag_chunked && h16 ? n_chunks * static_cast<std::size_t>(pb.HV * pb.K * pb.V) * sizeof(state_op_t<Dev>) : 0);
+      lay.add(diag_chunked && h16 && !keeping ? n_chunks * static_cast<std::size_t>(pb.HV * pb.K * pb.V) * sizeof(state_op_t<Dev>) : 0);
   const std::size_t at_delta =
       lay.add(delta_chunked ? n_chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats(pb.K, pb.V, false) * sizeof(float) : 0);
   // generic: the state worked on when no final state is wanted
@@ -335,6 +343,14 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       c.qbuf = static_cast<state_op_t<Dev>*>(at(at_qbuf)), c.abuf = static_cast<Dev*>(at(at_abuf));
       c.kbuf = kt_needed ? static_cast<Dev*>(at(at_kbuf)) : nullptr;
       if (diag_chunked && h16) c.hsbuf = static_cast<state_op_t<Dev>*>(at(at_hsbuf));
+      if constexpr (keeps_operands<D, Dev>)
+        if (keeping) {  // K̃ and Γ are written too (the backward reads them)
+          const int KP = chunk_kp(c.K);
+          const std::size_t chunk_heads = n_chunks * static_cast<std::size_t>(pb.HV);
+          unsigned char* kept = kept_storage(*keep, chunk_heads * kept_bytes<D>(KP, c.K, c.V), stream, api);
+          bind_kept<D>(c, kept, chunk_heads, KP, c.K, c.V);
+          detail::saved_states_access::record(*keep, variant, pb, in, chunk_len, /*on_device=*/true);
+        }
       c.o = device_ptr(o), c.o_part = o_part;
       if constexpr (is_delta<D>) {
         delta_params<Dev> d;
@@ -414,9 +430,8 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   // the scratch memory is released here with cudaFreeAsync, ordered after the kernels
 }
 
-template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
-void forward(const cuda& be, const inputs<Scalar>& in, const outputs<Scalar>& out, Algorithm = {}, Strategy = {},
-             const options& opt = {}) {
+template <class Spec, class Algorithm, class Strategy, InputScalar Scalar>
+void forward_impl(const cuda& be, const inputs<Scalar>& in, const outputs<Scalar>& out, const options& opt, saved_states* keep) {
   static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
   const char* api = "linstate::forward (cuda)";
   using D = typename Spec::decay;
@@ -428,16 +443,32 @@ void forward(const cuda& be, const inputs<Scalar>& in, const outputs<Scalar>& ou
   require_supported(api, pb);
   if constexpr (is_generic<D>) require_generic_supported(api, pb, /*backward=*/false);
   run<D>(be, pb, in, in.initial_state.data, out.final_state.data, /*in_place=*/false, out.o.data, api,
-         wants_chunked<Algorithm, D>(pb));
+         wants_chunked<Algorithm, D>(pb), keep, detail::saved_states_access::tag<Spec>());
+}
+
+template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
+void forward(const cuda& be, const inputs<Scalar>& in, const outputs<Scalar>& out, Algorithm = {}, Strategy = {},
+             const options& opt = {}) {
+  forward_impl<Spec, Algorithm, Strategy>(be, in, out, opt, nullptr);
+}
+
+//! The forward that keeps, in `keep`, what the backward of the same inputs would recompute (saved_states).
+template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>
+void forward(const cuda& be, const inputs<Scalar>& in, const outputs<Scalar>& out, saved_states& keep, Algorithm = {},
+             Strategy = {}, const options& opt = {}) {
+  forward_impl<Spec, Algorithm, Strategy>(be, in, out, opt, &keep);
 }
 
 }  // namespace cuda_detail
 
 //! \brief Forward pass of variant `Spec` on the GPU: `linstate::forward<Spec>(linstate::cuda{stream},
-//! in, out[, algorithm[, strategy[, options]]])`, the arguments of the CPU overload with device
+//! in, out[, saved][, algorithm[, strategy[, options]]])`, the arguments of the CPU overload with device
 //! pointers (cu_seqlens stays a host span). Reads `in`, writes `out.o` `[B,T,HV,V]` and, when given,
 //! `out.final_state` `[S,P,HV,K,V]` fp32, on `be.stream`, without synchronising (see the top of
-//! this header). Throws linstate::error on bad input before anything is launched.
+//! this header). Throws linstate::error on bad input before anything is launched. With a
+//! linstate::saved_states `saved`, a bf16 chunked forward of the diagonal family (GLA, retention, linear
+//! attention, SSE over them) also keeps the operands its backward would recompute (saved_states.hpp: what,
+//! and its memory), and linstate::backward(…, saved, …) on the same stream reads them.
 //!
 //! (It takes its arguments as a pack and forwards them to cuda_detail::forward, whose signature is
 //! the documented one, so that it wins overload resolution against forward.hpp's "header not

@@ -1327,6 +1327,8 @@ __global__ void __launch_bounds__(output_threads) chunk_output_kernel(const chun
 }
 
 //! Whether the chunked kernels take this problem of a family::diagonal policy (else the recurrent kernel runs).
+inline constexpr int bwd_chunk_max_v = 128;  //!< V the bf16 backward's gradient kernels hold in one block
+
 inline bool chunked_supported(const detail::problem& pb) {
   return pb.K <= chunk_max_k && pb.tokens() > 0 && pb.tokens() < (index_t{1} << 31) &&
          pb.S * pb.P <= 65535;

@@ -51,8 +51,6 @@
 
 namespace linstate::cuda_detail {
 
-inline constexpr int bwd_chunk_max_v = 128;  //!< V the gradient kernel holds in one block
-
 template <class Dev>
 struct chunk_bwd_params : chunk_params<Dev> {
   const Dev* dO = nullptr;     // [tokens, HV, V]
@@ -471,6 +469,77 @@ __device__ __forceinline__ void dqk_warp_tiles(float* R, int ldr, const __nv_bfl
   }
 }
 
+//! Flags sub-chunk b (rows 16b … 16b + 15) in slow[] when Γ of one of its rows is more than diag_span
+//! from Γ of its first row for a key of the tile (Γ [C][KT] in shared memory): those sub-chunks form every
+//! diagonal pair in fp32 (dqk_warp_tiles). Four keys per step, one flag per sub-chunk and thread, then one
+//! atomic per flagged sub-chunk; threads tid = 0 … nt − 1 of the block; slow[] zeroed and a barrier before.
+template <int C, int KT>
+__device__ __forceinline__ void flag_slow_subchunks(const float* G, int* slow, int tid, int nt) {
+  static_assert(C / 16 <= 32 && KT % 4 == 0, "flag_slow_subchunks: one bit per sub-chunk, four keys per step");
+  unsigned bad = 0;
+  for (int e = tid; e < C * KT / 4; e += nt) {
+    const int i = e / (KT / 4), a = (e % (KT / 4)) * 4, r0 = i & ~15;
+    const float4 g = *reinterpret_cast<const float4*>(G + i * KT + a), g0 = *reinterpret_cast<const float4*>(G + r0 * KT + a);
+    if (!(fabsf(g.x - g0.x) <= diag_span && fabsf(g.y - g0.y) <= diag_span && fabsf(g.z - g0.z) <= diag_span &&
+          fabsf(g.w - g0.w) <= diag_span))
+      bad |= 1u << (i >> 4);
+  }
+  for (int b = 0; b < C / 16; ++b)
+    if (bad >> b & 1u) atomicOr(&slow[b], 1);
+}
+
+//! out[a] = Σ_v H(a, v) · D(a, v) in fp32 for the tile's keys a < KT (c_n's Σ_v H_c ⊙ D_c before e^{γ}):
+//! warps warp0, warp0 + nwarps, … take a key row each, lanes stride over v < VP, then a butterfly sum.
+template <int KT, int VP, class HAt, class DAt>
+__device__ __forceinline__ void key_rowsums(float* out, HAt&& H, DAt&& D, int warp0, int nwarps) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  for (int a = warp0; a < KT; a += nwarps) {
+    float hd = 0.f;
+    for (int v = lane; v < VP; v += 32) hd = fmaf(H(a, v), D(a, v), hd);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) hd += __shfl_xor_sync(0xffffffffu, hd, o);
+    if (lane == 0) out[a] = hd;
+  }
+}
+
+//! Where a row of dq or dk goes: its element k0 (null: nothing written) and its scale (r_t or w_j).
+struct row_out {
+  float* dst;
+  float s;
+};
+
+//! The dq / dk rows out of R [C][ldr] (dq̂ or dk̃ over the tile's keys a < kn): 16 threads per row, four
+//! consecutive keys each (a float4 store where all four lie below kn and `vec`), dst[a] = s · R[i][a] for
+//! row_of(i) = {dst, s}; and ⟨x_i, R_i⟩ over the tile's keys into dots[2i] when dots is not null (x = the
+//! staged raw q or k rows X [C][ldk]). Threads `thread` = 0 … threads − 1 of the caller's group (whole warps).
+template <int C, int KT, class Op, class RowOf>
+__device__ __forceinline__ void write_key_rows(const float* R, int ldr, const Op* X, int ldk, int kn, bool vec, float* dots,
+                                               int thread, int threads, RowOf&& row_of) {
+  static_assert(KT == 64, "write_key_rows: 16 threads of four keys per row");
+  const int l16 = thread % 16, a0 = l16 * 4;
+  for (int i = thread / 16; i < C; i += threads / 16) {
+    float dot = 0.f;
+    if (a0 < kn) {
+      const float4 x4 = *reinterpret_cast<const float4*>(R + i * ldr + a0);
+      const float x[4] = {x4.x, x4.y, x4.z, x4.w};
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (a0 + u < kn) dot += to_f32(X[i * ldk + a0 + u]) * x[u];
+      const row_out o = row_of(i);
+      if (o.dst) {
+        if (vec && a0 + 4 <= kn) *reinterpret_cast<float4*>(o.dst + a0) = make_float4(o.s * x[0], o.s * x[1], o.s * x[2], o.s * x[3]);
+        else
+#pragma unroll
+          for (int u = 0; u < 4; ++u)
+            if (a0 + u < kn) o.dst[a0 + u] = o.s * x[u];
+      }
+    }
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    if (l16 == 0 && dots) dots[2 * i] = dot;
+  }
+}
+
 //! grid (max_chunks, HV, 2 · KP / bwd_kt), dqk_threads: blockIdx.z = 2·(key tile) + role (0: dk̃, 1: dq̂).
 template <class D, class Dev, int KP>
 __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_bwd_params<Dev> p) {
@@ -503,7 +572,6 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
   const int K = p.K, V = p.V, HV = p.HV;
   const index_t KV = static_cast<index_t>(K) * V;
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int lane = tid & 31;
   const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
   const bool dk_role = (blockIdx.z & 1u) == 0;
   const int kt = static_cast<int>(blockIdx.z >> 1), k0 = kt * KT, kn = K - k0 < KT ? K - k0 : KT;
@@ -546,27 +614,11 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
   }
   if (dk_role) {  // Σ_v H_c[a][v] D_c[a][v] in fp32 from the bf16 rows (a warp per key row; e^{γ} applied at the end)
     const Op* Hs = reinterpret_cast<const Op*>(R);
-    for (int a = tid >> 5; a < KT; a += nt >> 5) {
-      float hd = 0.f;
-      for (int v = lane; v < VP; v += 32) hd = fmaf(to_f32(Hs[a * ldv + v]), to_f32(Ss[a * ldv + v]), hd);
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) hd += __shfl_xor_sync(0xffffffffu, hd, o);
-      if (lane == 0) cn[a] = hd;
-    }
+    key_rowsums<KT, VP>(
+        cn, [&](int a, int v) { return to_f32(Hs[a * ldv + v]); }, [&](int a, int v) { return to_f32(Ss[a * ldv + v]); }, tid >> 5,
+        nt >> 5);
   }
-  if constexpr (decay_key<D>) {  // four keys per step, one flag per sub-chunk and thread, then one atomic per flagged sub-chunk
-    static_assert(C / 16 <= 32 && KT % 4 == 0);
-    unsigned bad = 0;
-    for (int e = tid; e < C * KT / 4; e += nt) {
-      const int i = e / (KT / 4), a = (e % (KT / 4)) * 4, r0 = i & ~15;
-      const float4 g = *reinterpret_cast<const float4*>(G + i * KT + a), g0 = *reinterpret_cast<const float4*>(G + r0 * KT + a);
-      if (!(fabsf(g.x - g0.x) <= diag_span && fabsf(g.y - g0.y) <= diag_span && fabsf(g.z - g0.z) <= diag_span &&
-            fabsf(g.w - g0.w) <= diag_span))
-        bad |= 1u << (i >> 4);
-    }
-    for (int b = 0; b < C / 16; ++b)
-      if (bad >> b & 1u) atomicOr(&slow[b], 1);
-  }
+  if constexpr (decay_key<D>) flag_slow_subchunks<C, KT>(G, slow, tid, nt);
   stage_wait();
   __syncthreads();
   auto gm = [&](int t, int a) -> float {
@@ -576,37 +628,10 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
   };
   auto qf = [&](int t, int a) { return to_f32(Qs[t * ldk + a]); };
   auto kf = [&](int j, int a) { return to_f32(Ks[j * ldk + a]); };
-  // R's rows out: 16 threads per row, four consecutive keys each (a float4 store where all four lie below
-  // kn and the row is 16-byte aligned), dst[a] = s · R[i][a]; and ⟨x_i, R_i⟩ over the tile's keys into
-  // dotbuf's slot `which` (x = the staged raw k or q rows)
-  struct row_out {
-    float* dst;  // the row's element k0, or null (nothing written)
-    float s;
-  };
+  // R's rows out (write_key_rows) and ⟨x_i, R_i⟩ into dotbuf's slot `which` (x = the staged raw k or q rows)
   auto write_rows = [&](const Op* X, bool vec, int which, auto&& row_of) {
-    static_assert(KT == 64, "chunk_bwd_dqk_kernel: 16 threads of four keys per row");
-    const int l16 = tid % 16, a0 = l16 * 4;
-    for (int i = tid / 16; i < C; i += nt / 16) {
-      float dot = 0.f;
-      if (a0 < kn) {
-        const float4 x4 = *reinterpret_cast<const float4*>(R + i * ldr + a0);
-        const float x[4] = {x4.x, x4.y, x4.z, x4.w};
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (a0 + u < kn) dot += to_f32(X[i * ldk + a0 + u]) * x[u];
-        const row_out o = row_of(i);
-        if (o.dst) {
-          if (vec && a0 + 4 <= kn) *reinterpret_cast<float4*>(o.dst + a0) = make_float4(o.s * x[0], o.s * x[1], o.s * x[2], o.s * x[3]);
-          else
-#pragma unroll
-            for (int u = 0; u < 4; ++u)
-              if (a0 + u < kn) o.dst[a0 + u] = o.s * x[u];
-        }
-      }
-#pragma unroll
-      for (int o = 8; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-      if (l16 == 0 && p.dotbuf) p.dotbuf[((ch * (KP / KT) + kt) * C + i) * 2 + which] = dot;
-    }
+    float* dots = p.dotbuf ? p.dotbuf + (ch * (KP / KT) + kt) * C * 2 + which : nullptr;
+    write_key_rows<C, KT>(R, ldr, X, ldk, kn, vec, dots, tid, nt, row_of);
   };
 
   // inter: R = v D_cᵀ (dk role) or dO H_cᵀ (dq role), over the tile's keys
@@ -942,28 +967,10 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   }
   asm volatile("cp.async.wait_group 1;\n" ::: "memory");
   __syncthreads();  // Γ and the state slices
-  {  // Σ_v H_c[a][v] D_c[a][v] in fp32 (a warp per key row, lanes over v as chunk_bwd_dqk_kernel; e^{γ} at the end)
-    for (int a = warp; a < KT; a += nt >> 5) {
-      float hd = 0.f;
-      for (int v = lane; v < VP; v += 32) hd = fmaf(to_f32(Hs[swz(a, v)]), to_f32(Ds[swz(a, v)]), hd);
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) hd += __shfl_xor_sync(0xffffffffu, hd, o);
-      if (lane == 0) cn[a] = hd;
-    }
-  }
-  {  // the slow sub-chunks: four keys per step, one flag per sub-chunk and thread, one atomic per flagged sub-chunk
-    static_assert(C / 16 <= 32 && KT % 4 == 0);
-    unsigned bad = 0;
-    for (int e = tid; e < C * KT / 4; e += nt) {
-      const int i = e / (KT / 4), a = (e % (KT / 4)) * 4, r0 = i & ~15;
-      const float4 g = *reinterpret_cast<const float4*>(G + i * KT + a), g0 = *reinterpret_cast<const float4*>(G + r0 * KT + a);
-      if (!(fabsf(g.x - g0.x) <= diag_span && fabsf(g.y - g0.y) <= diag_span && fabsf(g.z - g0.z) <= diag_span &&
-            fabsf(g.w - g0.w) <= diag_span))
-        bad |= 1u << (i >> 4);
-    }
-    for (int b = 0; b < C / 16; ++b)
-      if (bad >> b & 1u) atomicOr(&slow[b], 1);
-  }
+  // Σ_v H_c[a][v] D_c[a][v] in fp32 (as chunk_bwd_dqk_kernel; e^{γ} at the end), and the slow sub-chunks
+  key_rowsums<KT, VP>(
+      cn, [&](int a, int v) { return to_f32(Hs[swz(a, v)]); }, [&](int a, int v) { return to_f32(Ds[swz(a, v)]); }, warp, nt >> 5);
+  flag_slow_subchunks<C, KT>(G, slow, tid, nt);
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
   __syncthreads();  // every tile staged
 
@@ -1010,30 +1017,8 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   // 3. each role as chunk_bwd_dqk_kernel's: R's rows out, s · R and ⟨x_i, R_i⟩ (16 threads per row)
   auto kf = [&](int j, int a) { return to_f32(Ks[j * ldk + a]); };
   auto write_rows = [&](const float* R, const Op* X, bool vec, int which, auto&& row_of) {
-    const int l16 = rt % 16, b0 = l16 * 4;
-    for (int i = rt / 16; i < C; i += role_threads / 16) {
-      float dot = 0.f;
-      if (b0 < kn) {
-        const float4 x4 = *reinterpret_cast<const float4*>(R + i * ldr + b0);
-        const float x[4] = {x4.x, x4.y, x4.z, x4.w};
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (b0 + u < kn) dot += to_f32(X[i * ldk + b0 + u]) * x[u];
-        float* dst = nullptr;
-        float s = 0.f;
-        row_of(i, dst, s);
-        if (dst) {
-          if (vec && b0 + 4 <= kn) *reinterpret_cast<float4*>(dst + b0) = make_float4(s * x[0], s * x[1], s * x[2], s * x[3]);
-          else
-#pragma unroll
-            for (int u = 0; u < 4; ++u)
-              if (b0 + u < kn) dst[b0 + u] = s * x[u];
-        }
-      }
-#pragma unroll
-      for (int o = 8; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-      if (l16 == 0 && p.dotbuf) p.dotbuf[((ch * (KP / KT) + kt) * C + i) * 2 + which] = dot;
-    }
+    float* dots = p.dotbuf ? p.dotbuf + (ch * (KP / KT) + kt) * C * 2 + which : nullptr;
+    write_key_rows<C, KT>(R, ldr, X, ldk, kn, vec, dots, rt, role_threads, row_of);
   };
   if (role == 0) {
     {  // Σ_j k̃_j ⊙ dk̃_j^inter: `parts` partial sums of C / parts rows per key
@@ -1054,19 +1039,17 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
       cn[a] = a < kn ? cn[a] * __expf(G[(C - 1) * KT + a]) + inter : 0.f;
     }
     if (p.dk || p.dotbuf)  // dk = w dk̃ and ⟨k_j, dk̃_j⟩ over the tile
-      write_rows(Rk, Ks, K % 4 == 0 && aligned16(p.dk), 0, [&](int j, float*& dst, float& s) {
+      write_rows(Rk, Ks, K % 4 == 0 && aligned16(p.dk), 0, [&](int j) {
         const chunk_record& r = recs[j];
-        dst = r.wr && p.dk ? p.dk + (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 : nullptr;
-        s = r.w;
+        return row_out{r.wr && p.dk ? p.dk + (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 : nullptr, r.w};
       });
   } else {
     dqk_warp_tiles<false>(Rq, ldr, dAs, lda, Ks, ldk, G, KT, recs, slow, kn, rw, 8);
     named_barrier(2, role_threads);
     if (p.dq || p.dotbuf)  // dq = r dq̂ and ⟨q_t, dq̂_t⟩ over the tile
-      write_rows(Rq, Qs, K % 4 == 0 && aligned16(p.dq), 1, [&](int t, float*& dst, float& s) {
+      write_rows(Rq, Qs, K % 4 == 0 && aligned16(p.dq), 1, [&](int t) {
         const chunk_record& r = recs[t];
-        dst = r.rd && p.dq ? p.dq + (r.hv * p.Rr + r.slot) * K + k0 : nullptr;
-        s = r.r;
+        return row_out{r.rd && p.dq ? p.dq + (r.hv * p.Rr + r.slot) * K + k0 : nullptr, r.r};
       });
   }
   if (!p.dg) return;  // uniform over the block
@@ -1363,38 +1346,31 @@ bool chunked_backward_supported(const detail::problem& pb) {
   return chunked_supported(pb) && pb.V <= bwd_chunk_max_v;
 }
 
-//! The bf16 path's extra scratch per chunk and value head, in bytes (qbuf, kbuf, abuf, dabuf, gambuf;
-//! dotbuf when routed; hsbuf, dsbuf), in the order bind_bwd_tc_buffers lays them out (every part before
-//! hsbuf a multiple of 16 bytes, so H_c's and D_c's rows are 16-byte aligned where V % 8 == 0).
-template <class D>
-std::size_t bwd_tc_bytes(int KP, int K, int V, bool routed) {
+//! The bf16 path's own scratch per chunk and value head, in bytes (dabuf; dotbuf when routed; dsbuf), in the
+//! order bind_bwd_tc_buffers lays them out (every part before dsbuf a multiple of 16 bytes, so D_c's rows
+//! are 16-byte aligned where V % 8 == 0). What the forward's kernels form (Q̃, K̃, A, Γ, e^{γ}, H_c) is
+//! kept_bytes (detail/saved.cuh): a saved_states' storage or the recomputation's scratch.
+inline std::size_t bwd_tc_bytes(int KP, int K, int V, bool routed) {
   const std::size_t C = chunk_len;
-  return 2 * C * KP * sizeof(__nv_bfloat16) + 2 * C * C * sizeof(__nv_bfloat16) + gamma_floats<D>(KP) * sizeof(float) +
-         (routed ? static_cast<std::size_t>(KP / bwd_kt) * C * 2 * sizeof(float) : 0) +
-         2 * static_cast<std::size_t>(K) * V * sizeof(__nv_bfloat16);
+  return C * C * sizeof(__nv_bfloat16) + (routed ? static_cast<std::size_t>(KP / bwd_kt) * C * 2 * sizeof(float) : 0) +
+         static_cast<std::size_t>(K) * V * sizeof(__nv_bfloat16);
 }
 
-//! Points p's qbuf, kbuf, abuf, dabuf, gambuf (and dotbuf when routed), hsbuf and dsbuf into base
-//! (bwd_tc_bytes per chunk and value head, 256-byte aligned base).
-template <class D>
-void bind_bwd_tc_buffers(chunk_bwd_params<__nv_bfloat16>& p, unsigned char* base, std::size_t chunk_heads, int KP, int K, int V,
-                         bool routed) {
+//! Points p's dabuf (and dotbuf when routed) and dsbuf into base (bwd_tc_bytes per chunk and value head,
+//! 256-byte aligned base).
+inline void bind_bwd_tc_buffers(chunk_bwd_params<__nv_bfloat16>& p, unsigned char* base, std::size_t chunk_heads, int KP, int K,
+                                int V, bool routed) {
   using Op = __nv_bfloat16;
   const std::size_t C = chunk_len;
-  p.qbuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * KP * sizeof(Op);
-  p.kbuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * KP * sizeof(Op);
-  p.abuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * C * sizeof(Op);
   p.dabuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * C * sizeof(Op);
-  p.gambuf = gamma_floats<D>(KP) > 0 ? reinterpret_cast<float*>(base) : nullptr, base += chunk_heads * gamma_floats<D>(KP) * sizeof(float);
   p.dotbuf = routed ? reinterpret_cast<float*>(base) : nullptr;
   base += routed ? chunk_heads * static_cast<std::size_t>(KP / bwd_kt) * C * 2 * sizeof(float) : 0;
-  const std::size_t kv = static_cast<std::size_t>(K) * V;
-  p.hsbuf = reinterpret_cast<Op*>(base), base += chunk_heads * kv * sizeof(Op);
   p.dsbuf = reinterpret_cast<Op*>(base);
+  (void)K, (void)V;
 }
 
 template <class D, class Dev, int KP>
-void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, cudaStream_t stream, const char* api) {
+void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, bool recompute, cudaStream_t stream, const char* api) {
   constexpr bool tc = std::is_same_v<Dev, __nv_bfloat16>;
   set_chunk_smem<D, Dev, KP>(api);
   static const bool once = [api] {
@@ -1435,10 +1411,12 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
   const dim3 scan_grid(static_cast<unsigned>((KV + scan_threads * scan_per_thread - 1) / (scan_threads * scan_per_thread)),
                        hv, static_cast<unsigned>(p.S * p.P));
   // 1. H_c (the forward's kernels, without a final state); bf16: the forward's own split, whose intra
-  //    kernel also leaves A, K̃, Q̃ and Γ for the gradient kernels
+  //    kernel also leaves A, K̃, Q̃ and Γ for the gradient kernels — or nothing, where a forward call kept
+  //    them (saved_states: bf16 only, !recompute)
   chunk_params<Dev> fwd = p;
   fwd.state_out = nullptr, fwd.in_place = false;
-  if (chunks > 0) {
+  if (!tc) recompute = true;
+  if (recompute && chunks > 0) {
     if constexpr (tc) {
       fwd.intra_u = intra_fuses_u<D, Dev>(p.K, p.V);  // U_c by the intra kernel (which still leaves K̃ in kbuf)
       chunk_intra_kernel<D, Dev, KP><<<dim3(ch, hv), intra_threads, intra_smem<D, Dev>(KP).bytes, stream>>>(fwd);
@@ -1453,8 +1431,10 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
       check_launch("chunk_state_kernel", api);
     }
   }
-  chunk_scan_kernel<D, Dev><<<scan_grid, scan_threads, 0, stream>>>(fwd);
-  check_launch("chunk_scan_kernel", api);
+  if (recompute) {
+    chunk_scan_kernel<D, Dev><<<scan_grid, scan_threads, 0, stream>>>(fwd);
+    check_launch("chunk_scan_kernel", api);
+  }
   // 2. W_c
   chunk_params<Dev> adj = p;
   adj.v = p.dO, adj.hbuf = p.dbuf;
@@ -1511,9 +1491,9 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, c
 }
 
 template <class D, class Dev>
-void enqueue_chunked_backward(const chunk_bwd_params<Dev>& p, bool want_dg, cudaStream_t stream, const char* api) {
-  if (p.kp == 64) enqueue_chunked_backward_kp<D, Dev, 64>(p, want_dg, stream, api);
-  else enqueue_chunked_backward_kp<D, Dev, 128>(p, want_dg, stream, api);
+void enqueue_chunked_backward(const chunk_bwd_params<Dev>& p, bool want_dg, bool recompute, cudaStream_t stream, const char* api) {
+  if (p.kp == 64) enqueue_chunked_backward_kp<D, Dev, 64>(p, want_dg, recompute, stream, api);
+  else enqueue_chunked_backward_kp<D, Dev, 128>(p, want_dg, recompute, stream, api);
 }
 
 }  // namespace linstate::cuda_detail
