@@ -1,0 +1,273 @@
+// linstate/cuda/kernels/tile_mma.cuh — block-wide products of shared-memory tiles, C (+)= A·B.
+//
+// The chunked kernels (kernels/chunked.cuh) express every matrix product of a chunk — Q̃·H, Q̃·K̃ᵀ,
+// A·V, K̃ᵀ·V — as one call of tile_mma on operands they staged in shared memory:
+//
+//   C[M×N] fp32 (+)= A[M×Kd] · B[Kd×N]        M, N, Kd multiples of 16
+//
+// with the operand element type Op chosen by the input type:
+//   * __nv_bfloat16 / __half: tensor cores through WMMA 16×16×16 fragments (fp32 accumulators). Each
+//     warp owns whole 16×16 output tiles; an operand that is a transposed copy is read as col_major,
+//     so no transposition is materialised.
+//   * float: exact fp32 on the CUDA cores (no TF32, issue 4): each thread owns 4×4 output elements
+//     and sums over Kd in order with fused multiply-adds.
+// Layout tags: row_major means X(i, k) = X[i·ld + k]; col_major means X(i, k) = X[k·ld + i].
+// Requirements (WMMA): ld a multiple of 8 elements (16-bit) / 4 (fp32 C), tiles 32-byte aligned —
+// the kernels pad their leading dimensions to keep both.
+// The caller synchronises the block before (operands written) and after (C read).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace linstate::cuda_detail {
+
+struct row_major_t {};
+struct col_major_t {};
+
+template <class L>
+__device__ __forceinline__ int tile_index(int i, int k, int ld) {
+  if constexpr (std::is_same_v<L, row_major_t>) return i * ld + k;
+  else return k * ld + i;
+}
+
+template <class Op>
+inline constexpr bool tensor_core_op = std::is_same_v<Op, __nv_bfloat16> || std::is_same_v<Op, __half>;
+
+template <class L>
+using wmma_layout_t = std::conditional_t<std::is_same_v<L, row_major_t>, nvcuda::wmma::row_major, nvcuda::wmma::col_major>;
+
+//! C[M×N] (row-major, ldc) = (accumulate ? C : 0) + A·B. Whole block; no barrier inside.
+template <class LA, class LB, class Op>
+__device__ __forceinline__ void tile_mma(float* C, int ldc, const Op* A, int lda, const Op* B, int ldb, int M, int N, int Kd,
+                                         bool accumulate) {
+  if constexpr (tensor_core_op<Op>) {
+    namespace w = nvcuda::wmma;
+    const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
+    const int tn = N / 16, tiles = (M / 16) * tn;
+    for (int tile = warp; tile < tiles; tile += nwarps) {
+      const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+      w::fragment<w::accumulator, 16, 16, 16, float> c;
+      if (accumulate) w::load_matrix_sync(c, C + i0 * ldc + j0, static_cast<unsigned>(ldc), w::mem_row_major);
+      else w::fill_fragment(c, 0.f);
+      for (int k0 = 0; k0 < Kd; k0 += 16) {
+        w::fragment<w::matrix_a, 16, 16, 16, Op, wmma_layout_t<LA>> a;
+        w::fragment<w::matrix_b, 16, 16, 16, Op, wmma_layout_t<LB>> b;
+        w::load_matrix_sync(a, A + tile_index<LA>(i0, k0, lda), static_cast<unsigned>(lda));
+        w::load_matrix_sync(b, B + tile_index<LB>(k0, j0, ldb), static_cast<unsigned>(ldb));
+        w::mma_sync(c, a, b, c);
+      }
+      w::store_matrix_sync(C + i0 * ldc + j0, c, static_cast<unsigned>(ldc), w::mem_row_major);
+    }
+  } else {
+    static_assert(std::is_same_v<Op, float>, "tile_mma: operands are float, __nv_bfloat16 or __half");
+    const int tn = N / 4, tiles = (M / 4) * tn;
+    for (int tile = static_cast<int>(threadIdx.x); tile < tiles; tile += static_cast<int>(blockDim.x)) {
+      const int i0 = (tile / tn) * 4, j0 = (tile % tn) * 4;
+      float acc[4][4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[r][c] = accumulate ? C[(i0 + r) * ldc + j0 + c] : 0.f;
+      for (int k = 0; k < Kd; ++k) {
+        float a[4], b[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) a[r] = A[tile_index<LA>(i0 + r, k, lda)];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) b[c] = B[tile_index<LB>(k, j0 + c, ldb)];
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) C[(i0 + r) * ldc + j0 + c] = acc[r][c];
+    }
+  }
+}
+
+//! C[M×N] (row-major, ldc) = A1[M×K1]·B1[K1×N] + A2[M×K2]·B2[K2×N], one accumulator per output tile
+//! (the two products may take different 16-bit operand types and layouts: LA1/LB1 for the first,
+//! LA2/LB2 for the second). Whole block; no barrier inside.
+template <class LA1, class LB1, class LA2, class LB2, class Op1, class Op2>
+__device__ __forceinline__ void tile_mma2x(float* C, int ldc, const Op1* A1, int lda1, const Op1* B1, int ldb1, int K1,
+                                           const Op2* A2, int lda2, const Op2* B2, int ldb2, int K2, int M, int N) {
+  static_assert(tensor_core_op<Op1> == tensor_core_op<Op2>, "tile_mma2: both products on tensor cores or both fp32");
+  if constexpr (tensor_core_op<Op1>) {
+    namespace w = nvcuda::wmma;
+    const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
+    const int tn = N / 16, tiles = (M / 16) * tn;
+    for (int tile = warp; tile < tiles; tile += nwarps) {
+      const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+      w::fragment<w::accumulator, 16, 16, 16, float> c;
+      w::fill_fragment(c, 0.f);
+      for (int k0 = 0; k0 < K1; k0 += 16) {
+        w::fragment<w::matrix_a, 16, 16, 16, Op1, wmma_layout_t<LA1>> a;
+        w::fragment<w::matrix_b, 16, 16, 16, Op1, wmma_layout_t<LB1>> b;
+        w::load_matrix_sync(a, A1 + tile_index<LA1>(i0, k0, lda1), static_cast<unsigned>(lda1));
+        w::load_matrix_sync(b, B1 + tile_index<LB1>(k0, j0, ldb1), static_cast<unsigned>(ldb1));
+        w::mma_sync(c, a, b, c);
+      }
+      for (int k0 = 0; k0 < K2; k0 += 16) {
+        w::fragment<w::matrix_a, 16, 16, 16, Op2, wmma_layout_t<LA2>> a;
+        w::fragment<w::matrix_b, 16, 16, 16, Op2, wmma_layout_t<LB2>> b;
+        w::load_matrix_sync(a, A2 + tile_index<LA2>(i0, k0, lda2), static_cast<unsigned>(lda2));
+        w::load_matrix_sync(b, B2 + tile_index<LB2>(k0, j0, ldb2), static_cast<unsigned>(ldb2));
+        w::mma_sync(c, a, b, c);
+      }
+      w::store_matrix_sync(C + i0 * ldc + j0, c, static_cast<unsigned>(ldc), w::mem_row_major);
+    }
+  } else {
+    // exact fp32: the first product into the thread's own 4×4 elements, then the second accumulated
+    tile_mma<LA1, LB1>(C, ldc, A1, lda1, B1, ldb1, M, N, K1, false);
+    tile_mma<LA2, LB2>(C, ldc, A2, lda2, B2, ldb2, M, N, K2, true);  // same thread owns the same elements
+  }
+}
+
+//! tile_mma2x with the same layouts for both products.
+template <class LA, class LB, class Op1, class Op2>
+__device__ __forceinline__ void tile_mma2(float* C, int ldc, const Op1* A1, int lda1, const Op1* B1, int ldb1, int K1,
+                                          const Op2* A2, int lda2, const Op2* B2, int ldb2, int K2, int M, int N) {
+  tile_mma2x<LA, LB, LA, LB>(C, ldc, A1, lda1, B1, ldb1, K1, A2, lda2, B2, ldb2, K2, M, N);
+}
+
+//! Split-bf16 products of fp32 operands on tensor cores (the "bf16x3" scheme): each fp32 operand x is
+//! written as hi + lo with hi = bf16(x), lo = bf16(x − hi), and A·B ≈ A_lo·B_hi + A_hi·B_lo + A_hi·B_hi
+//! by mma.sync m16n8k16 (bf16 operands, fp32 accumulators; the bf16 products are exact in fp32). The
+//! dropped A_lo·B_lo and the residual x − hi − lo are below 2⁻¹⁷|x|, so each product term is within
+//! about 1e-5 of its fp32 value: near-fp32 results at tensor-core speed, for the backward of bf16
+//! inputs (never for fp32 inputs: those stay exact fp32, issue 4).
+//! Blocks of a split-bf16 product known to need no work (tile_mma_x3's `zeros`).
+inline constexpr unsigned x3_a_lower = 1u, x3_a_upper = 2u, x3_c_lower = 4u;
+
+namespace x3_detail {
+//! (x0, x1) → bf16 pairs hi (round to nearest even) and lo = bf16(x − hi), the lower index in the low half.
+__device__ __forceinline__ void split2(float x0, float x1, unsigned& hi, unsigned& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  const float2 hf = __bfloat1622float2(h);
+  const __nv_bfloat162 l = __floats2bfloat162_rn(x0 - hf.x, x1 - hf.y);
+  hi = *reinterpret_cast<const unsigned*>(&h);
+  lo = *reinterpret_cast<const unsigned*>(&l);
+}
+//! d += a·b, one m16n8k16 bf16 product (PTX fragment layouts: a rows g, g + 8 and columns 2t, 2t + 1,
+//! + 8; b rows 2t, 2t + 1, + 8 and column g; d rows g, g + 8 and columns 2t, 2t + 1; g = lane / 4, t = lane % 4).
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+}  // namespace x3_detail
+
+//! C[M×N] (row-major, ldc) = (accumulate ? C : 0) + A·B with fp32 operands (shared or global memory,
+//! layouts as tile_mma) by the split-bf16 scheme above. M, N, Kd multiples of 16; no alignment
+//! needed. Each warp owns whole 16×16 output tiles (the same tiles, and the same lanes for each
+//! element, on every call of the same shape). `zeros` (x3_a_lower, x3_a_upper, x3_c_lower) names the
+//! 16×16 blocks that need no product: A's blocks above (a_lower: A(i, k) = 0 for k > i) or below
+//! (a_upper: A(i, k) = 0 for k < i) its diagonal hold exact zeros, whose products would add nothing to
+//! the accumulators (so the results are the same bits); c_lower: C's tiles above the diagonal are not
+//! wanted (left as they are). Whole block; no barrier inside.
+template <class LA, class LB>
+__device__ __forceinline__ void tile_mma_x3(float* C, int ldc, const float* A, int lda, const float* B, int ldb, int M, int N,
+                                            int Kd, bool accumulate, unsigned zeros = 0) {
+  using x3_detail::split2;
+  using x3_detail::mma_bf16_16816;
+  const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int tn = N / 16, tiles = (M / 16) * tn;
+  auto a = [&](int i, int k) { return A[tile_index<LA>(i, k, lda)]; };
+  auto b = [&](int k, int j) { return B[tile_index<LB>(k, j, ldb)]; };
+  // pairs along k read as one float2 where they are adjacent and 8-byte aligned (the same values)
+  auto even = [](const float* x, int ld) { return ((reinterpret_cast<std::uintptr_t>(x) & 7u) | (static_cast<unsigned>(ld) & 1u)) == 0; };
+  const bool pa = std::is_same_v<LA, row_major_t> && even(A, lda), pb = std::is_same_v<LB, col_major_t> && even(B, ldb);
+  for (int tile = warp; tile < tiles; tile += nwarps) {
+    const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+    if ((zeros & x3_c_lower) && j0 > i0) continue;
+    // the k-steps whose A block is not known to be zero
+    const int kb = (zeros & x3_a_upper) ? i0 : 0, ke = (zeros & x3_a_lower) ? min(Kd, i0 + 16) : Kd;
+    float d[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = j0 + 8 * h + t2;
+      float* c0 = C + (i0 + g) * ldc + j;
+      float* c1 = C + (i0 + g + 8) * ldc + j;
+      d[h][0] = accumulate ? c0[0] : 0.f, d[h][1] = accumulate ? c0[1] : 0.f;
+      d[h][2] = accumulate ? c1[0] : 0.f, d[h][3] = accumulate ? c1[1] : 0.f;
+    }
+    for (int k0 = kb; k0 < ke; k0 += 16) {
+      unsigned ah[4], al[4];
+      if (pa) {  // A(i, k), A(i, k + 1) adjacent: one 8-byte load per pair
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float2 x = *reinterpret_cast<const float2*>(A + (i0 + g + 8 * (q & 1)) * lda + k0 + t2 + 8 * (q >> 1));
+          split2(x.x, x.y, ah[q], al[q]);
+        }
+      } else {
+        split2(a(i0 + g, k0 + t2), a(i0 + g, k0 + t2 + 1), ah[0], al[0]);
+        split2(a(i0 + g + 8, k0 + t2), a(i0 + g + 8, k0 + t2 + 1), ah[1], al[1]);
+        split2(a(i0 + g, k0 + t2 + 8), a(i0 + g, k0 + t2 + 9), ah[2], al[2]);
+        split2(a(i0 + g + 8, k0 + t2 + 8), a(i0 + g + 8, k0 + t2 + 9), ah[3], al[3]);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j = j0 + 8 * h + g;
+        unsigned bh[2], bl[2];
+        if (pb) {  // B(k, j), B(k + 1, j) adjacent (column-major B)
+          const float2 y0 = *reinterpret_cast<const float2*>(B + j * ldb + k0 + t2);
+          const float2 y1 = *reinterpret_cast<const float2*>(B + j * ldb + k0 + t2 + 8);
+          split2(y0.x, y0.y, bh[0], bl[0]);
+          split2(y1.x, y1.y, bh[1], bl[1]);
+        } else {
+          split2(b(k0 + t2, j), b(k0 + t2 + 1, j), bh[0], bl[0]);
+          split2(b(k0 + t2 + 8, j), b(k0 + t2 + 9, j), bh[1], bl[1]);
+        }
+        mma_bf16_16816(d[h], al, bh);
+        mma_bf16_16816(d[h], ah, bl);
+        mma_bf16_16816(d[h], ah, bh);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = j0 + 8 * h + t2;
+      float* c0 = C + (i0 + g) * ldc + j;
+      float* c1 = C + (i0 + g + 8) * ldc + j;
+      c0[0] = d[h][0], c0[1] = d[h][1], c1[0] = d[h][2], c1[1] = d[h][3];
+    }
+  }
+}
+
+//! tile_mma on fp32 operands for a kernel whose inputs have element type Dev: for bf16 inputs the
+//! split-bf16 tensor-core products (tile_mma_x3) where M, N and Kd are multiples of 16; otherwise, and
+//! for every other input type, tile_mma's exact fp32 (which ignores `zeros`: it computes every tile).
+//! (A kernel's calls of one shape always take the same branch, so element ownership is stable across its calls.)
+template <class Dev, class LA, class LB>
+__device__ __forceinline__ void tile_mma_f32(float* C, int ldc, const float* A, int lda, const float* B, int ldb, int M, int N,
+                                             int Kd, bool accumulate, unsigned zeros = 0) {
+  if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
+    if (((M | N | Kd) & 15) == 0) {
+      tile_mma_x3<LA, LB>(C, ldc, A, lda, B, ldb, M, N, Kd, accumulate, zeros);
+      return;
+    }
+  }
+  tile_mma<LA, LB>(C, ldc, A, lda, B, ldb, M, N, Kd, accumulate);
+}
+
+//! Operand element type for input element type Dev: the tensor-core types stay, fp32 stays fp32.
+template <class Dev>
+using operand_t = Dev;
+
+//! fp32 → operand type (round to nearest even).
+template <class Op>
+__device__ __forceinline__ Op to_op(float x) {
+  if constexpr (std::is_same_v<Op, __nv_bfloat16>) return __float2bfloat16_rn(x);
+  else if constexpr (std::is_same_v<Op, __half>) return __float2half_rn(x);
+  else return x;
+}
+
+}  // namespace linstate::cuda_detail
