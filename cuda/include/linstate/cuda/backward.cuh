@@ -465,7 +465,7 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   c.Rr = pt.Rr, c.Rw = pt.Rw;
   c.dq = pt.dq, c.dk = pt.dk, c.dv = pt.dv, c.dg = pt.dg, c.dcw = pt.dcw, c.dcr = pt.dcr;
   if constexpr (tc_bwd) {
-    bind_bwd_tc_buffers(c, base + at_tc, chunks * static_cast<std::size_t>(pb.HV), KP, c.K, c.V, routed);
+    bind_bwd_tc_buffers(c, base + at_tc, chunks * static_cast<std::size_t>(pb.HV), KP, routed);
     bind_kept<D>(c, kept ? const_cast<unsigned char*>(kept) : base + at_recompute, chunks * static_cast<std::size_t>(pb.HV), KP, c.K,
                  c.V);
   }

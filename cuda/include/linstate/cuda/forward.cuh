@@ -257,10 +257,12 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   const std::size_t at_hbuf = lay.add(n_chunks * static_cast<std::size_t>(pb.HV * pb.K * pb.V) * sizeof(float));
   const bool diag_chunked = chunked && !delta_chunked;
   // with `keep`, a bf16 forward of the diagonal family whose backward is chunked writes Q̃, K̃, A, Γ, e^{γ}
-  // and H_c into the saved_states' device storage (detail/saved.cuh) instead of scratch; other calls keep nothing
+  // and H_c into the saved_states' device storage (detail/saved.cuh) instead of scratch; other calls keep
+  // nothing. The object holds nothing valid from here until this call's kernels are enqueued (a failed
+  // allocation or launch leaves it empty, never describing storage it no longer has).
   bool keeping = false;
   if constexpr (keeps_operands<D, Dev>) keeping = keep && diag_chunked && kept_supported(pb);
-  if (keep && !keeping) detail::saved_states_access::invalidate(*keep);
+  if (keep) detail::saved_states_access::invalidate(*keep);
   const std::size_t at_gbuf =
       lay.add(delta_chunked || keeping ? 0 : n_chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
   // the GLA family's Q̃, K̃ and intra-chunk scores (chunk_intra_kernel → chunk_kstate_kernel, chunk_output_kernel),
@@ -349,7 +351,6 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
           const std::size_t chunk_heads = n_chunks * static_cast<std::size_t>(pb.HV);
           unsigned char* kept = kept_storage(*keep, chunk_heads * kept_bytes<D>(KP, c.K, c.V), stream, api);
           bind_kept<D>(c, kept, chunk_heads, KP, c.K, c.V);
-          detail::saved_states_access::record(*keep, variant, pb, in, chunk_len, /*on_device=*/true);
         }
       c.o = device_ptr(o), c.o_part = o_part;
       if constexpr (is_delta<D>) {
@@ -361,6 +362,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
         enqueue_delta_forward<D>(d, stream, api);  // tensor cores for bf16 (chunked_delta_tc.cuh)
       } else {
         enqueue_chunked<D, Dev>(c, stream, api);
+        if (keeping) detail::saved_states_access::record(*keep, variant, pb, in, chunk_len, /*on_device=*/true);
       }
     } else {
       recurrent_params<Dev> p;

@@ -1358,15 +1358,14 @@ inline std::size_t bwd_tc_bytes(int KP, int K, int V, bool routed) {
 
 //! Points p's dabuf (and dotbuf when routed) and dsbuf into base (bwd_tc_bytes per chunk and value head,
 //! 256-byte aligned base).
-inline void bind_bwd_tc_buffers(chunk_bwd_params<__nv_bfloat16>& p, unsigned char* base, std::size_t chunk_heads, int KP, int K,
-                                int V, bool routed) {
+inline void bind_bwd_tc_buffers(chunk_bwd_params<__nv_bfloat16>& p, unsigned char* base, std::size_t chunk_heads, int KP,
+                                bool routed) {
   using Op = __nv_bfloat16;
   const std::size_t C = chunk_len;
   p.dabuf = reinterpret_cast<Op*>(base), base += chunk_heads * C * C * sizeof(Op);
   p.dotbuf = routed ? reinterpret_cast<float*>(base) : nullptr;
   base += routed ? chunk_heads * static_cast<std::size_t>(KP / bwd_kt) * C * 2 * sizeof(float) : 0;
   p.dsbuf = reinterpret_cast<Op*>(base);
-  (void)K, (void)V;
 }
 
 template <class D, class Dev, int KP>
