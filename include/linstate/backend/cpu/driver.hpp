@@ -110,6 +110,11 @@ inline head_block head_block_of(const problem& pb, index_t job, index_t blocks) 
   return {s, pb.HV * b / blocks, pb.HV * (b + 1) / blocks, tok0, pb.seq[static_cast<std::size_t>(s + 1)] - tok0};
 }
 
+//! The lockstep form's copies of a block's states with padded rows (one thread's; see run's lockstep loop).
+struct padded_state_buffer {
+  std::vector<float> h;
+};
+
 //! A per-thread object of type Scratch, kept from call to call (sized on first use, then reused).
 template <class Scratch>
 Scratch& thread_scratch() {
@@ -322,10 +327,26 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
           const head_block hb = head_block_of(pb, job, blocks);
           const index_t s = hb.s, hv0 = hb.hv0, hv1 = hb.hv1, tok0 = hb.tok0, len = hb.len;
           const stream st{len, nullptr, nullptr, nullptr, nullptr, tok0};
+          // The states run in this thread's copies with padded rows (kernels.hpp padded_cols: the
+          // products' panels of a 128-float-wide state conflict in L1 otherwise), copied in before the
+          // sequence's first chunk and back after its last: the same values, elsewhere.
+          const index_t ldh = padded_cols(V);
+          const bool padded = ldh != V && len > 0;
+          float* hpad = nullptr;
+          if (padded) {
+            std::vector<float>& hp = thread_scratch<padded_state_buffer>().h;
+            hp.resize(static_cast<std::size_t>((hv1 - hv0) * K * ldh));
+            hpad = hp.data();
+            for (index_t hv = hv0; hv < hv1; ++hv)
+              for (index_t a = 0; a < K; ++a)
+                std::copy_n(state + ((s * HV + hv) * K + a) * V, V, hpad + ((hv - hv0) * K + a) * ldh);
+          }
           for (index_t c0 = 0; c0 < len; c0 += chunk)
             for (index_t hv = hv0; hv < hv1; ++hv) {
-              const target tg{pb.key_head(hv), hv, state + (s * HV + hv) * K * V, nullptr, tok0};
-              if (saved) gemm::transpose(K, V, tg.state, V, saved + sa::offset(*keep, s, hv) + (c0 / chunk) * K * V, K);
+              const target tg{pb.key_head(hv), hv,
+                              padded ? hpad + (hv - hv0) * K * ldh : state + (s * HV + hv) * K * V, nullptr, tok0,
+                              padded ? ldh : V};
+              if (saved) gemm::transpose(K, V, tg.state, tg.ld, saved + sa::offset(*keep, s, hv) + (c0 / chunk) * K * V, K);
               bool any_r;
               if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, main_src, st, tg, c0, chunk, dsc);
               else any_r = chunk_step<D>(pb, main_src, st, tg, c0, chunk, csc);
@@ -340,6 +361,10 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
               }
               LINSTATE_PHASE(store);
             }
+          if (padded)
+            for (index_t hv = hv0; hv < hv1; ++hv)
+              for (index_t a = 0; a < K; ++a)
+                std::copy_n(hpad + ((hv - hv0) * K + a) * ldh, V, state + ((s * HV + hv) * K + a) * V);
         }
       }
     } else {

@@ -70,6 +70,7 @@ struct target {
   float* state = nullptr;  // [K,V] fp32, updated in place
   float* o_acc = nullptr;  // [len, V] fp32 accumulator of the sequence, row (t - tok0)
   index_t tok0 = 0;        // first flat token of the sequence
+  index_t ld = 0;          // the state's row stride in floats (0: V); read by the chunked kernels only
 };
 
 //! dst[0:n] = float(src[0:n]) · mul (vectorised conversion for bf16/fp16 through Eigen's packet casts;
@@ -282,7 +283,23 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
   }
 }
 
-//! Per-thread scratch of the chunked kernel.
+//! The row stride (floats) the chunked kernels give a scratch matrix of n columns: n + 16 (one cache line
+//! more) where n is a multiple of 16 on the AVX2 kernel's builds. Rows 128 floats (512 bytes) apart map
+//! onto 8 of a 32 KiB 8-way L1's 64 sets, so a product's 16-column panel of 64 or 128 such rows (B, read
+//! again by every row tile) does not stay in L1 and the rows of A, B and C evict each other; 16 floats
+//! more and successive rows fall on successive sets (docs/benchmarks.md, "Issue 13, session 15"). Only
+//! the layout changes: every element is computed by the same operations. AVX-512 builds keep n (not
+//! measured there).
+inline constexpr index_t chunk_row_pad = LINSTATE_GEMM_KERNEL && !LINSTATE_GEMM_AVX512 ? 16 : 0;
+inline index_t padded_cols(index_t n) { return n % 16 == 0 ? n + chunk_row_pad : n; }
+//! The top-left rows × cols of a scratch matrix whose rows may be padded, as an Eigen expression.
+using ScratchView = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
+inline ScratchView scratch_view(RowMat& X, index_t rows, index_t cols) {
+  return ScratchView(X.data(), rows, cols, Eigen::OuterStride<>(X.cols()));
+}
+
+//! Per-thread scratch of the chunked kernel. The matrices' rows are padded (padded_cols): read them through
+//! scratch_view, or row by row (X.row(i).data(), X.outerStride()).
 struct chunk_scratch {
   RowMat Q, Kc, G, Vc, E, Einv, A, O, Kd, EinvT;
   RowVec gamma, egamma;
@@ -292,9 +309,10 @@ struct chunk_scratch {
   bool bf16_products = false;
   std::vector<std::uint32_t> wQ, wK, wKT, wA, wV, wKd, wH;
   void reserve(index_t C, index_t K, index_t V) {
-    Q.resize(C, K), Kc.resize(C, K), G.resize(C, K), Vc.resize(C, V), E.resize(C, K), Einv.resize(C, K);
-    A.resize(C, C), O.resize(C, V), Kd.resize(C, K), gamma.resize(K), egamma.resize(K);
-    if (LINSTATE_GEMM_KERNEL) EinvT.resize(K, C);
+    const index_t pk = padded_cols(K), pv = padded_cols(V), pc = padded_cols(C);
+    Q.resize(C, pk), Kc.resize(C, pk), G.resize(C, pk), Vc.resize(C, pv), E.resize(C, pk), Einv.resize(C, pk);
+    A.resize(C, pc), O.resize(C, pv), Kd.resize(C, pk), gamma.resize(K), egamma.resize(K);
+    if (LINSTATE_GEMM_KERNEL) EinvT.resize(K, pc);
     gsum.resize(static_cast<std::size_t>(K));
   }
   void reserve_bf16(index_t C, index_t K, index_t V) {
@@ -413,7 +431,8 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
                 index_t C, chunk_scratch& sc) {
   static_assert(!is_delta<D>, "chunked delta rule: see run_chunked_delta");
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV, GW = pb.gate_width();
-  Eigen::Map<RowMat> Hm(tg.state, K, V);
+  const index_t ldh = tg.ld ? tg.ld : V;  // the state's row stride
+  Eigen::Map<RowMat, 0, Eigen::OuterStride<>> Hm(tg.state, K, V, Eigen::OuterStride<>(ldh));
   LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
   const index_t m = std::min(C, st.n - c0);
   bool any_w = false, any_r = false;
@@ -461,11 +480,11 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
   }
   LINSTATE_PHASE(staging);
   if (!any_w && !any_r) return false;
-  auto Q = sc.Q.topRows(m);
-  auto Kc = sc.Kc.topRows(m);
-  auto Vc = sc.Vc.topRows(m);
-  auto A = sc.A.topLeftCorner(m, m);
-  auto O = sc.O.topRows(m);
+  auto Q = scratch_view(sc.Q, m, K);
+  auto Kc = scratch_view(sc.Kc, m, K);
+  auto Vc = scratch_view(sc.Vc, m, V);
+  auto A = scratch_view(sc.A, m, m);
+  auto O = scratch_view(sc.O, m, V);
 #if LINSTATE_CPU_BF16_DOT
   // bf16 inputs with linstate::cpu::bf16_products: the same chunk formulas with every product's operands
   // rounded to bf16 and the sums in fp32 (vdpbf16ps, gemm_bf16.hpp), as fla's kernels round theirs
@@ -475,38 +494,43 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
   if constexpr (std::is_same_v<Scalar, Eigen::bfloat16>) {
     if (sc.bf16_products && K % 16 == 0 && V % 16 == 0) {
       namespace bd = bf16dot;
-      const index_t Kw = K / 2, np = (m + 1) / 2, ldc = sc.A.outerStride();
-      const float* Qg = sc.Q.data();     // [m,K] Q ⊙ e^{Γ}
+      const index_t Kw = K / 2, np = (m + 1) / 2, ldc = sc.A.outerStride(), ldk = sc.Q.outerStride();
+      const float* Qg = sc.Q.data();     // [m,K] Q ⊙ e^{Γ} (row stride ldk: every K-wide scratch matrix's)
       const float* Kinv = sc.Kc.data();  // [m,K] K ⊙ e^{−Γ}
       bool one_gemm = true;
       if constexpr (!decay_none<D>) {
-        auto G = sc.G.topRows(m);
+        auto G = scratch_view(sc.G, m, K);
         sc.gamma = G.row(m - 1);
         one_gemm = (any_w ? -sc.gamma.minCoeff() : 0.f) <= single_gemm_span;
         sc.egamma = sc.gamma.array().exp();
-        if (any_w && one_gemm) sc.Einv.topRows(m).array() = Kc.array() * (-G.array()).exp();
-        if (any_r) sc.Kd.topRows(m) = Q.cwiseProduct(G.array().exp().matrix());
+        // over the contiguous m × K blocks (the AVX-512 builds do not pad: chunk_row_pad), Eigen's linear traversal
+        auto flat = [&](RowMat& X) {
+          eigen_assert(X.cols() == K);
+          return Eigen::Map<RowMat>(X.data(), m, K);
+        };
+        if (any_w && one_gemm) flat(sc.Einv).array() = flat(sc.Kc).array() * (-flat(sc.G).array()).exp();
+        if (any_r) flat(sc.Kd) = flat(sc.Q).cwiseProduct(flat(sc.G).array().exp().matrix());
         Qg = sc.Kd.data(), Kinv = sc.Einv.data();
       }
       LINSTATE_PHASE(exps);
       if (any_r) {  // O = (Q ⊙ e^{Γ}) H
-        bd::pack_row_pairs(tg.state, V, K, V, sc.wH.data(), V);  // [K/2, V]
-        bd::pack_rows(Qg, K, m, K, sc.wQ.data(), Kw);            // [m, K/2]
+        bd::pack_row_pairs(tg.state, ldh, K, V, sc.wH.data(), V);  // [K/2, V]
+        bd::pack_rows(Qg, ldk, m, K, sc.wQ.data(), Kw);              // [m, K/2]
         LINSTATE_PHASE(pack);
         bd::product<gemm::set>(m, V, Kw, sc.wQ.data(), Kw, 1, sc.wH.data(), V, O.data(), O.outerStride());
         LINSTATE_PHASE(gemm);
       }
       if (any_w) {
-        bd::pack_row_pairs(Vc.data(), V, m, V, sc.wV.data(), V);  // [⌈m/2⌉, V]
+        bd::pack_row_pairs(Vc.data(), Vc.outerStride(), m, V, sc.wV.data(), V);  // [⌈m/2⌉, V]
         LINSTATE_PHASE(pack);
         if (any_r) {  // O += tril(A) V, A_tj = (Q ⊙ e^{Γ})_t · (K ⊙ e^{−Γ})_j
           if (one_gemm) {
-            bd::pack_rows(Kinv, K, m, K, sc.wK.data(), Kw);                   // [m, K/2]
+            bd::pack_rows(Kinv, ldk, m, K, sc.wK.data(), Kw);                 // [m, K/2]
             bd::transpose_words(sc.wK.data(), Kw, m, Kw, m, sc.wKT.data(), m);  // [K/2, m]
             LINSTATE_PHASE(pack);
             bd::product<gemm::set, gemm::c_lower>(m, m, Kw, sc.wQ.data(), Kw, 1, sc.wKT.data(), m, A.data(), ldc);
           } else {
-            intra_subchunked(Q, Kc, sc.G.topRows(m), A, m);
+            intra_subchunked(Q, Kc, scratch_view(sc.G, m, K), A, m);
           }
           LINSTATE_PHASE(gemm);
           bd::pack_lower(A.data(), ldc, m, sc.wA.data(), np);  // [m, ⌈m/2⌉], zero above the diagonal
@@ -516,20 +540,20 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         }
         const float* Kd = sc.Kc.data();  // [m,K] K ⊙ e^{γ − Γ} (no decay: K)
         if constexpr (!decay_none<D>) {
-          auto Kdm = sc.Kd.topRows(m);
-          if (one_gemm) Kdm = sc.Einv.topRows(m) * sc.egamma.asDiagonal();
+          auto Kdm = scratch_view(sc.Kd, m, K);
+          if (one_gemm) Kdm = scratch_view(sc.Einv, m, K) * sc.egamma.asDiagonal();
           else
             for (index_t i = 0; i < m; ++i)
               Kdm.row(i) = Kc.row(i).cwiseProduct((sc.gamma - sc.G.row(i)).array().exp().matrix());
           Kd = sc.Kd.data();
         }
         LINSTATE_PHASE(exps);
-        bd::pack_row_pairs(Kd, K, m, K, sc.wKd.data(), K);  // [⌈m/2⌉, K]: Kdᵀ's pair words, (a, p) at p·K + a
+        bd::pack_row_pairs(Kd, ldk, m, K, sc.wKd.data(), K);  // [⌈m/2⌉, K]: Kdᵀ's pair words, (a, p) at p·K + a
         LINSTATE_PHASE(pack);
         if constexpr (decay_none<D>)  // H += Kᵀ V
-          bd::product<gemm::add>(K, V, np, sc.wKd.data(), 1, K, sc.wV.data(), V, tg.state, V);
+          bd::product<gemm::add>(K, V, np, sc.wKd.data(), 1, K, sc.wV.data(), V, tg.state, ldh);
         else  // H = diag(e^{γ}) H + Kdᵀ V
-          bd::product<gemm::scale_add>(K, V, np, sc.wKd.data(), 1, K, sc.wV.data(), V, tg.state, V, sc.egamma.data());
+          bd::product<gemm::scale_add>(K, V, np, sc.wKd.data(), 1, K, sc.wV.data(), V, tg.state, ldh, sc.egamma.data());
         LINSTATE_PHASE(gemm);
       }
       return any_r;
@@ -547,24 +571,32 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
     }
     if (any_w) Hm.noalias() += Kc.transpose() * Vc;
   } else {
-    auto G = sc.G.topRows(m);
-    auto E = sc.E.topRows(m);
-    auto Einv = sc.Einv.topRows(m);
+    auto G = scratch_view(sc.G, m, K);
+    auto E = scratch_view(sc.E, m, K);
+    auto Einv = scratch_view(sc.Einv, m, K);
     sc.gamma = G.row(m - 1);
     const float span = any_w ? -sc.gamma.minCoeff() : 0.f;
     const bool one_gemm = span <= single_gemm_span;
     sc.egamma = sc.gamma.array().exp();
+    // The whole-matrix exponentials without fused_exps are evaluated over the contiguous m × K block, as
+    // before the rows were padded (Eigen's linear traversal, whose packets run across the ends of rows: the
+    // same bits as then). Those K-wide rows are never padded: padded_cols pads multiples of 16 only on the
+    // AVX2 builds, where every multiple of the 8-float packet takes fused_exps.
+    auto flat = [&](RowMat& X) {
+      eigen_assert(X.cols() == K);
+      return Eigen::Map<RowMat>(X.data(), m, K);
+    };
     // K ⊙ e^{−Γ} (factors ≤ e^{span}); serves the scores and, times e^{γ}, the state update
-    if (any_w && one_gemm && !fused_exps) Einv.array() = Kc.array() * (-G.array()).exp();
+    if (any_w && one_gemm && !fused_exps) flat(sc.Einv).array() = flat(sc.Kc).array() * (-flat(sc.G).array()).exp();
     if (any_r) {
-      auto Qg = sc.Kd.topRows(m);  // reuse Kd's storage for Q ⊙ e^{Γ}
+      auto Qg = scratch_view(sc.Kd, m, K);  // reuse Kd's storage for Q ⊙ e^{Γ}
       if (!fused_exps) {
-        E = G.array().exp();  // e^{Γ} ≤ 1
+        flat(sc.E) = flat(sc.G).array().exp();  // e^{Γ} ≤ 1
         Qg = Q.cwiseProduct(E);
       }
       LINSTATE_PHASE(exps);
 #if LINSTATE_GEMM_KERNEL  // gemm.hpp: the products by hand on AVX2 / AVX-512 (C += / = A·B, A through strides)
-      gemm::product<gemm::set>(m, V, K, Qg.data(), Qg.outerStride(), 1, Hm.data(), V, O.data(), O.outerStride());
+      gemm::product<gemm::set>(m, V, K, Qg.data(), Qg.outerStride(), 1, Hm.data(), ldh, O.data(), O.outerStride());
 #else
       O.noalias() = Qg * Hm;
 #endif
@@ -595,14 +627,14 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       }
     }
     if (any_w) {
-      auto Kd = sc.Kd.topRows(m);  // K ⊙ e^{γ − Γ} ≤ 1
+      auto Kd = scratch_view(sc.Kd, m, K);  // K ⊙ e^{γ − Γ} ≤ 1
       if (one_gemm) Kd = Einv * sc.egamma.asDiagonal();
       else
         for (index_t i = 0; i < m; ++i)
           Kd.row(i) = Kc.row(i).cwiseProduct((sc.gamma - G.row(i)).array().exp().matrix());
       LINSTATE_PHASE(exps);
 #if LINSTATE_GEMM_KERNEL  // H = diag(e^{γ}) H + Kdᵀ V: the decay in the product's store (gemm::scale_add)
-      gemm::product<gemm::scale_add>(K, V, m, Kd.data(), 1, Kd.outerStride(), Vc.data(), Vc.outerStride(), Hm.data(), V,
+      gemm::product<gemm::scale_add>(K, V, m, Kd.data(), 1, Kd.outerStride(), Vc.data(), Vc.outerStride(), Hm.data(), ldh,
                                      sc.egamma.data());
 #else
       for (index_t a = 0; a < K; ++a) Hm.row(a) *= sc.egamma(a);
@@ -643,13 +675,16 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
 //! G sums the floored log-decays (detail::chunked_log_decay), so every exponent is finite and ≤ 0.
 //! Unwritten steps have β̃ = 0 and g = 0 (so u = 0 and no decay); a chunk without writes leaves the
 //! state untouched.
-struct delta_scratch {
+struct delta_scratch {  // rows padded as chunk_scratch's (padded_cols; read through scratch_view or row by row)
   RowMat Q, Kc, Vc, L, A, Gam, RHS, Vn, O, KcT;
-  std::vector<float> G, beta;
+  std::vector<float> G, beta, sdecay;  // sdecay [K]: the state's decay e^{G_last}, per row (gemm::scale_add)
   void reserve(index_t C, index_t K, index_t V) {
-    Q.resize(C, K), Kc.resize(C, K), Vc.resize(C, V), L.resize(C, C), A.resize(C, C), Gam.resize(C, C), RHS.resize(C, V + K);
-    Vn.resize(C, V), O.resize(C, V), G.resize(static_cast<std::size_t>(C)), beta.resize(static_cast<std::size_t>(C));
-    if (LINSTATE_GEMM_KERNEL) KcT.resize(K, C);
+    sdecay.resize(static_cast<std::size_t>(K));
+    const index_t pk = padded_cols(K), pv = padded_cols(V), pc = padded_cols(C);
+    Q.resize(C, pk), Kc.resize(C, pk), Vc.resize(C, pv), L.resize(C, pc), A.resize(C, pc), Gam.resize(C, pc);
+    RHS.resize(C, padded_cols(V + K)), Vn.resize(C, pv), O.resize(C, pv);
+    G.resize(static_cast<std::size_t>(C)), beta.resize(static_cast<std::size_t>(C));
+    if (LINSTATE_GEMM_KERNEL) KcT.resize(K, pc);
   }
 };
 
@@ -682,7 +717,8 @@ template <class D, class Scalar>
 bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream& st, const target& tg, index_t c0,
                       index_t C, delta_scratch& sc) {
   const index_t K = pb.K, V = pb.V, H = pb.H, HV = pb.HV;
-  Eigen::Map<RowMat> Sm(tg.state, K, V);
+  const index_t ldh = tg.ld ? tg.ld : V;  // the state's row stride
+  Eigen::Map<RowMat, 0, Eigen::OuterStride<>> Sm(tg.state, K, V, Eigen::OuterStride<>(ldh));
   LINSTATE_PHASE_START;  // detail/phase_timer.hpp: compiled out unless LINSTATE_PHASE_TIMERS
   const index_t m = std::min(C, st.n - c0);
   bool any_w = false, any_r = false;
@@ -718,9 +754,9 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
   }
   LINSTATE_PHASE(staging);
   if (!any_w && !any_r) return false;
-  auto Q = sc.Q.topRows(m);
-  auto Kc = sc.Kc.topRows(m);
-  auto O = sc.O.topRows(m);
+  auto Q = scratch_view(sc.Q, m, K);
+  auto Kc = scratch_view(sc.Kc, m, K);
+  auto O = scratch_view(sc.O, m, V);
   const float* G = sc.G.data();
   // gemm.hpp's products on AVX2 / AVX-512 (Eigen's elsewhere): C = / += / −= A·B, A through strides
 #if LINSTATE_GEMM_KERNEL
@@ -729,21 +765,20 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     gemm::product<decltype(md)::value>(mm, nn, kk, a, rsa, csa, b, ldb, c, ldc);
   };
   using set_t = std::integral_constant<int, gemm::set>;
-  using add_t = std::integral_constant<int, gemm::add>;
   using sub_t = std::integral_constant<int, gemm::sub>;
 #endif
   if (!any_w) {  // read only: o = (Q ⊙ e^{G}) S — no decay applies (g frozen), so G ≡ 0
 #if LINSTATE_GEMM_KERNEL
-    mul(set_t{}, m, V, K, Q.data(), Q.outerStride(), 1, Sm.data(), V, O.data(), O.outerStride());
+    mul(set_t{}, m, V, K, Q.data(), Q.outerStride(), 1, Sm.data(), ldh, O.data(), O.outerStride());
 #else
     O.noalias() = Q * Sm;
 #endif
   } else {
-    auto Vc = sc.Vc.topRows(m);
-    auto L = sc.L.topLeftCorner(m, m);
-    auto A = sc.A.topLeftCorner(m, m);
-    auto RHS = sc.RHS.topLeftCorner(m, V + K);
-    auto Vn = sc.Vn.topRows(m);
+    auto Vc = scratch_view(sc.Vc, m, V);
+    auto L = scratch_view(sc.L, m, m);
+    auto A = scratch_view(sc.A, m, m);
+    auto RHS = scratch_view(sc.RHS, m, V + K);
+    auto Vn = scratch_view(sc.Vn, m, V);
     // L = I + strict_lower(diag(β) K Kᵀ ⊙ Γ)
 #if LINSTATE_GEMM_KERNEL
     gemm::transpose(m, K, Kc.data(), Kc.outerStride(), sc.KcT.data(), sc.KcT.outerStride());
@@ -755,7 +790,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
 #endif
     LINSTATE_PHASE(gemm);
     // Γ_ij = e^{G_i − G_j} for j ≤ i (each ≤ 1), for both masks: one vectorised exponential per row
-    auto Gam = sc.Gam.topLeftCorner(m, m);
+    auto Gam = scratch_view(sc.Gam, m, m);
     const Eigen::Map<const Eigen::Array<float, 1, Eigen::Dynamic>> Grow(G, m);
 #ifndef LINSTATE_DELTA_EIGEN_EXP
     // Eigen's bits (exp_diff_row: exp8 on whole packets, std::exp on the tail, as Eigen's evaluation of a row
@@ -785,7 +820,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     LINSTATE_PHASE(solve);
     Vn.noalias() = RHS.leftCols(V);                  // U
 #if LINSTATE_GEMM_KERNEL                               // V_new = U − W S
-    mul(sub_t{}, m, V, K, RHS.data() + V, RHS.outerStride(), 1, Sm.data(), V, Vn.data(), Vn.outerStride());
+    mul(sub_t{}, m, V, K, RHS.data() + V, RHS.outerStride(), 1, Sm.data(), ldh, Vn.data(), Vn.outerStride());
 #else
     Vn.noalias() -= RHS.rightCols(K) * Sm;
 #endif
@@ -806,7 +841,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
       for (index_t i = 0; i < m; ++i) Q.row(i) *= std::exp(G[i]);
       LINSTATE_PHASE(exps);
 #if LINSTATE_GEMM_KERNEL
-      mul(set_t{}, m, V, K, Q.data(), Q.outerStride(), 1, Sm.data(), V, O.data(), O.outerStride());
+      mul(set_t{}, m, V, K, Q.data(), Q.outerStride(), 1, Sm.data(), ldh, O.data(), O.outerStride());
       gemm::product<gemm::add, gemm::a_lower>(m, V, m, A.data(), A.outerStride(), 1, Vn.data(), Vn.outerStride(), O.data(),
                                               O.outerStride());  // A is lower triangular
 #else
@@ -817,11 +852,16 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     }
     const float glast = G[m - 1];
     for (index_t i = 0; i < m; ++i) Kc.row(i) *= std::exp(glast - G[i]);
+#if LINSTATE_GEMM_KERNEL
+    // S = e^{G_last} S + Kᵀ V_new: the decay in the product's store (gemm::scale_add: the product added to
+    // the scaled S as rounded, the bits of the scaling pass and then the addition)
+    std::fill(sc.sdecay.begin(), sc.sdecay.end(), std::exp(glast));
+    LINSTATE_PHASE(exps);
+    gemm::product<gemm::scale_add>(K, V, m, Kc.data(), 1, Kc.outerStride(), Vn.data(), Vn.outerStride(), Sm.data(), ldh,
+                                   sc.sdecay.data());
+#else
     Sm *= std::exp(glast);
     LINSTATE_PHASE(exps);
-#if LINSTATE_GEMM_KERNEL
-    mul(add_t{}, K, V, m, Kc.data(), 1, Kc.outerStride(), Vn.data(), Vn.outerStride(), Sm.data(), V);
-#else
     Sm.noalias() += Kc.transpose() * Vn;
 #endif
     LINSTATE_PHASE(gemm);
