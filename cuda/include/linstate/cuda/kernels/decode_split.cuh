@@ -333,6 +333,7 @@ void launch_decode_split(const decode_params<R, Dev>& dp, split_shape sh, int N,
   cudaError_t e;
   if (dp.r.K == 128 && dp.r.V == 128) e = cudaLaunchKernelEx(&cfg, decode_split_kernel<D, R, Dev, 128>, sp);
   else e = cudaLaunchKernelEx(&cfg, decode_split_kernel<D, R, Dev, 0>, sp);
+  if (e != cudaSuccess) (void)cudaGetLastError();  // not left behind for the next check_launch
   check(e, "cudaLaunchKernelEx(decode_split_kernel)", api);
 }
 
