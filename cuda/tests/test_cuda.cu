@@ -653,7 +653,7 @@ void check_decode_step(const sizes& d, std::uint64_t seed, std::vector<std::int6
 }
 
 TEST_CASE("decode step: unselected partitions are neither read nor written (NaN-filled, bit-identical)") {
-  // S·HV ≤ 127, the diagonal family: the split kernel (kernels/decode_split.cuh), the library's choice
+  // S·HV ≤ 127, a routing router, the diagonal family: the split kernel (kernels/decode_split.cuh), the library's choice
   check_decode_step<sse_n4k1s>({.B = 6, .T = 1, .H = 2, .HV = 2, .K = 64, .V = 64}, 30);
   check_decode_step<sse_w1r3>({.B = 3, .T = 1, .H = 1, .HV = 2, .K = 288, .V = 40}, 140);
   check_decode_step<sse_n8k2, Eigen::bfloat16>({.B = 1, .T = 3, .H = 1, .HV = 2, .K = 128, .V = 128, .N = 8}, 141,
@@ -703,7 +703,7 @@ void check_decode_kernel(const sizes& d, std::uint64_t seed, std::vector<std::in
     const index_t max_tasks = cd::decode_fused_max_tasks, smin_tasks = cd::decode_stream_min_tasks;
     const index_t pmax_tasks = cd::decode_split_max_tasks;
     cd::decode_fused_enabled = path == 1, cd::decode_stream_enabled = path == 2 || path == 3;
-    cd::decode_split_enabled = path == 4;
+    cd::decode_split_enabled = path == 4, cd::decode_split_single = path == 4;
     cd::decode_stream_variant = path == 3 ? 1 : 0;
     cd::decode_fused_max_n = 64, cd::decode_fused_max_tasks = index_t{1} << 40;
     cd::decode_stream_max_n = 64, cd::decode_stream_min_tasks = 0;
@@ -715,6 +715,7 @@ void check_decode_kernel(const sizes& d, std::uint64_t seed, std::vector<std::in
     cd::decode_fused_enabled = true, cd::decode_fused_max_n = max_n, cd::decode_fused_max_tasks = max_tasks;
     cd::decode_stream_enabled = true, cd::decode_stream_max_n = smax_n, cd::decode_stream_min_tasks = smin_tasks;
     cd::decode_split_enabled = true, cd::decode_split_max_n = pmax_n, cd::decode_split_max_tasks = pmax_tasks;
+    cd::decode_split_single = false;
     cd::decode_stream_variant = 0;
     cuda_ok(cudaDeviceSynchronize());
     return std::make_pair(download(d_o, os), download(d_state, ss));

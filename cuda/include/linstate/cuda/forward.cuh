@@ -32,8 +32,8 @@
 // (a routing router: small steps only, N ≤ 8 and S·HV ≤ 128 (decode_fused_max_*); one partition
 // without a router, GLA or the delta rule: every step); for the diagonal family from S·HV = 128 up
 // (N ≤ 16) instead kernels/decode_stream.cuh, which streams the state with 16-byte loads
-// (decode_stream_*); for the diagonal family below S·HV = 128 (N ≤ 16, a device with thread-block
-// clusters) kernels/decode_split.cuh, which spreads each state over a cluster of blocks by K rows
+// (decode_stream_*); for a routing router's diagonal-family steps below S·HV = 128 (N ≤ 16, a device
+// with thread-block clusters) kernels/decode_split.cuh, which spreads each state over a cluster of blocks by K rows
 // and over V tiles, every block routing the token itself and the cluster's first block summing the
 // partial reads (decode_split_*).
 // Otherwise the router (a routing router, e.g. router::top_k) in one kernel; then, for
@@ -248,7 +248,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       sp = sp && decode_split_smem_bytes(decode_groups, routed_groups, rec_warps, sh.wpb, R::routes ? static_cast<int>(pb.N) : 0) <=
                      48 * 1024;
       if constexpr (R::routes) sp = sp && pb.N <= decode_split_max_n;
-      else sp = sp && pb.P == 1 && !pb.shared;
+      else sp = sp && decode_split_single && pb.P == 1 && !pb.shared;
       if (sp && device_has_clusters(api)) split = true, fused = false;
     }
   }

@@ -80,6 +80,10 @@ inline constexpr int split_max_block_warps = 8;  //!< 256 threads: the tile's 32
 inline bool decode_split_enabled = true;
 inline index_t decode_split_max_tasks = 127;
 inline int decode_split_max_n = 16;
+//! Whether the split kernel also takes one partition without a router (GLA): off, because at B = 1
+//! it measured no faster than decode_kernel there (graph step 4.30 against 4.26 µs, device call 1 of
+//! session 15); the tests and bench_cuda --decode-path=split switch it on.
+inline bool decode_split_single = false;
 
 //! How a partition's ceil(K/32) warps are spread: `cluster` blocks of `wpb` warps per group.
 struct split_shape {
