@@ -32,10 +32,10 @@
 // (a routing router: small steps only, N ≤ 8 and S·HV ≤ 128 (decode_fused_max_*); one partition
 // without a router, GLA or the delta rule: every step); for the diagonal family from S·HV = 128 up
 // (N ≤ 16) instead kernels/decode_stream.cuh, which streams the state with 16-byte loads
-// (decode_stream_*); for a routing router's diagonal-family steps below S·HV = 128 (N ≤ 16, a device
-// with thread-block clusters) kernels/decode_split.cuh, which spreads each state over a cluster of blocks by K rows
-// and over V tiles, every block routing the token itself and the cluster's first block summing the
-// partial reads (decode_split_*).
+// (decode_stream_*); for a routing router's diagonal-family steps below S·HV = 128 (N ≤ 16, a
+// device with thread-block clusters) kernels/decode_split.cuh, which spreads each state over a
+// cluster of blocks by K rows and over V tiles, every block routing the token itself and the
+// cluster's first block summing the partial reads (decode_split_*).
 // Otherwise the router (a routing router, e.g. router::top_k) in one kernel; then, for
 // linstate::recurrent, for K > 128 and for linstate::automatic when no sequence is longer than 64
 // tokens (a decode step, a short prompt), the recurrent kernel (kernels/recurrent.cuh; for a decode step only on the partitions each
@@ -239,8 +239,9 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       if constexpr (R::routes) st = st && pb.N <= decode_stream_max_n;
       else st = st && pb.P == 1 && !pb.shared;
       if (st) streamed = true, fused = false;
-      // the split decode kernel (kernels/decode_split.cuh): the diagonal family on small steps, each
-      // state over a cluster of blocks (K) and V tiles; a device with thread-block clusters
+      // the split decode kernel (kernels/decode_split.cuh): a routing router's small steps (one
+      // partition without a router only when forced), each state over a cluster of blocks (K) and V
+      // tiles; a device with thread-block clusters (asked last: a runtime call)
       const split_shape sh = decode_split_shape(rec_warps);
       bool sp = one_step && !streamed && decode_split_enabled && pb.S * pb.HV <= decode_split_max_tasks &&
                 decode_groups * sh.wpb <= split_max_block_warps &&

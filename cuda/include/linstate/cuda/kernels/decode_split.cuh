@@ -45,8 +45,14 @@
 //
 // Requirements (forward.cuh checks them, else another path runs): the diagonal family, a device of
 // compute capability ≥ 9.0 (thread-block clusters), groups · wpb ≤ 8 warps per block, the routing
-// router's N ≤ decode_split_max_n. Not written: the delta rule (hᵀk over every row of the partition
-// before any row is updated: a second cluster barrier and exchange).
+// router's N ≤ decode_split_max_n (one partition without a router: only with decode_split_single).
+// Not written: the delta rule (hᵀk over every row of the partition before any row is updated: a
+// second cluster barrier and exchange).
+//
+// Measured (H200, bf16, H = 8, K = V = 128, B = 1, CUDA-graph step; docs/benchmarks.md, session 15):
+// SSE n4k1 + shared 8.21 → 7.73 µs, n8 10.92 → 10.53, n16 20.07 → 18.32; GLA 4.30 against
+// decode_kernel's 4.26 (hence decode_split_single off). What limits it: the routing, one thread per
+// routed warp running R::route (O(N²) for top-k over shared-memory arrays) before that warp's loads.
 #pragma once
 
 #include <cuda_runtime.h>
