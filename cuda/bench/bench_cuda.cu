@@ -114,7 +114,7 @@ struct config {
   bool saved_states = true;           // --saved-states: train keeps the forward's operands for the backward
   int pieces = 0;                     // --pieces: the delta rule's bf16 forward pipeline (0: the library's choice)
   int bscan_warps = 8;                // --bscan-warps: the delta rule's bf16 backward scans, warps per block (8, 16)
-  std::string decode_path = "auto";  // --decode-path: auto (the library's choice), fused, stream, three-kernel
+  std::string decode_path = "auto";  // --decode-path: auto (the library's choice), fused, stream, split, three-kernel
   int decode_variant = 0;             // --decode-variant: decode_stream_kernel's variant (measurements)
   std::string out;
 
@@ -158,7 +158,8 @@ void usage() {
       "                                      (linstate::saved_states; bf16 GLA family); 0: the backward recomputes\n"
       "  --decode-path=auto                  decode: 'fused' takes the register-tile decode kernel (decode.cuh) at\n"
       "                                      every size, 'stream' the streamed one (decode_stream.cuh) wherever it\n"
-      "                                      applies, 'three-kernel' neither (router, recurrent, combine; comparisons)\n"
+      "                                      applies, 'split' the cluster-split one (decode_split.cuh) wherever it\n"
+      "                                      applies, 'three-kernel' none (router, recurrent, combine; comparisons)\n"
       "  --decode-variant=0                  decode_stream_kernel's variant (rows in flight, register cap)\n"
       "  --out=file.csv                      one CSV row per measurement\n");
 }
@@ -187,7 +188,8 @@ config parse(int argc, char** argv) {
     else if (key == "--delta") c.delta = true;
     else if (key == "--pieces") c.pieces = std::atoi(val.c_str());
     else if (key == "--bscan-warps" && (val == "8" || val == "16")) c.bscan_warps = std::atoi(val.c_str());
-    else if (key == "--decode-path" && (val == "auto" || val == "fused" || val == "stream" || val == "three-kernel"))
+    else if (key == "--decode-path" &&
+             (val == "auto" || val == "fused" || val == "stream" || val == "split" || val == "three-kernel"))
       c.decode_path = val;
     else if (key == "--decode-variant") c.decode_variant = std::atoi(val.c_str());
     else if (key == "--out") c.out = val;
@@ -514,6 +516,9 @@ void run_decodes(bench_context& ctx) {
   namespace cd = linstate::cuda_detail;
   cd::decode_fused_enabled = ctx.cfg.decode_path == "auto" || ctx.cfg.decode_path == "fused";
   cd::decode_stream_enabled = ctx.cfg.decode_path == "auto" || ctx.cfg.decode_path == "stream";
+  cd::decode_split_enabled = ctx.cfg.decode_path == "auto" || ctx.cfg.decode_path == "split";
+  if (ctx.cfg.decode_path == "split")
+    cd::decode_split_max_n = 64, cd::decode_split_max_tasks = index_t{1} << 40, cd::decode_split_single = true;
   cd::decode_stream_variant = ctx.cfg.decode_variant;
   if (ctx.cfg.decode_path == "fused") cd::decode_fused_max_n = 64, cd::decode_fused_max_tasks = index_t{1} << 40;
   if (ctx.cfg.decode_path == "stream") cd::decode_stream_max_n = 64, cd::decode_stream_min_tasks = 0;

@@ -75,5 +75,7 @@ template void cpu_forward_in_place<sse_none_s, float>(const inputs<float>&, cons
 template void cpu_forward_in_place<sse_scalar_w2r1, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
 template void cpu_forward_in_place<gla_none, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
 template void cpu_forward_in_place<gla_scalar, float>(const inputs<float>&, const tensor_view<float>&, const tensor_view<float>&);
+template void cpu_forward_in_place<sse_n8k2, bf16>(const inputs<bf16>&, const tensor_view<float>&, const tensor_view<bf16>&);
+template void cpu_forward_in_place<sse_n16k1s, bf16>(const inputs<bf16>&, const tensor_view<float>&, const tensor_view<bf16>&);
 
 }  // namespace linstate_cuda_test

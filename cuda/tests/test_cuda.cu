@@ -653,7 +653,11 @@ void check_decode_step(const sizes& d, std::uint64_t seed, std::vector<std::int6
 }
 
 TEST_CASE("decode step: unselected partitions are neither read nor written (NaN-filled, bit-identical)") {
+  // S·HV ≤ 127, a routing router, the diagonal family: the split kernel (kernels/decode_split.cuh), the library's choice
   check_decode_step<sse_n4k1s>({.B = 6, .T = 1, .H = 2, .HV = 2, .K = 64, .V = 64}, 30);
+  check_decode_step<sse_w1r3>({.B = 3, .T = 1, .H = 1, .HV = 2, .K = 288, .V = 40}, 140);
+  check_decode_step<sse_n8k2, Eigen::bfloat16>({.B = 1, .T = 3, .H = 1, .HV = 2, .K = 128, .V = 128, .N = 8}, 141,
+                                               {0, 1, 1, 2, 3, 3});
   check_decode_step<sse_n8k2>({.B = 4, .T = 1, .H = 2, .HV = 4, .K = 32, .V = 96, .N = 8}, 31);
   check_decode_step<sse_w1r3>({.B = 4, .T = 1, .H = 1, .HV = 1, .K = 32, .V = 32}, 32);
   check_decode_step<sse_gdn>({.B = 4, .T = 1, .H = 2, .HV = 2, .K = 64, .V = 64}, 33);
@@ -675,12 +679,12 @@ TEST_CASE("decode step: unselected partitions are neither read nor written (NaN-
   check_decode_step<sse_vdecay>({.B = 1, .T = 3, .H = 2, .HV = 2, .K = 32, .V = 32}, 39, {0, 1, 1, 2, 2, 3});
 }
 
-//! The decode step's kernels (kernels/decode.cuh, the register tile, and kernels/decode_stream.cuh, the
-//! streamed rows: routing, the touched partitions and the sum of the read slots in one launch), each
-//! taken at every size where it applies, against the three-kernel path (router → recurrent → combine,
-//! both switched off) bit for bit, the streamed kernel against itself (two runs, bit for bit), and
-//! against the CPU step. `bad`: a sequence whose router logits get an inf (then only the paths are
-//! compared with each other).
+//! The decode step's kernels (kernels/decode.cuh, the register tile, kernels/decode_stream.cuh, the
+//! streamed rows, and kernels/decode_split.cuh, each state over a cluster of blocks: routing, the touched
+//! partitions and the sum of the read slots in one launch), each taken at every size where it applies,
+//! against the three-kernel path (router → recurrent → combine, all switched off) bit for bit, the
+//! streamed and the split kernels against themselves (two runs, bit for bit), and against the CPU step.
+//! `bad`: a sequence whose router logits get an inf (then only the paths are compared with each other).
 template <class Spec, class Scalar = float>
 void check_decode_kernel(const sizes& d, std::uint64_t seed, std::vector<std::int64_t> cu = {}, index_t bad = -1) {
   random_inputs data = make<Spec>(d, seed, /*h0=*/true, std::move(cu));
@@ -692,20 +696,26 @@ void check_decode_kernel(const sizes& d, std::uint64_t seed, std::vector<std::in
   namespace cd = linstate::cuda_detail;
   // 0: the three-kernel path; 1: decode_kernel at any size and N; 2: decode_stream_kernel at any size
   // and N where it applies (else the three-kernel path), the library's variant; 3: the same with its
-  // 64-register variant (K = V = 128)
+  // 64-register variant (K = V = 128); 4: decode_split_kernel at any size and N where it applies (else
+  // the three-kernel path)
   auto step = [&](int path) {
-    const int max_n = cd::decode_fused_max_n, smax_n = cd::decode_stream_max_n;
+    const int max_n = cd::decode_fused_max_n, smax_n = cd::decode_stream_max_n, pmax_n = cd::decode_split_max_n;
     const index_t max_tasks = cd::decode_fused_max_tasks, smin_tasks = cd::decode_stream_min_tasks;
-    cd::decode_fused_enabled = path == 1, cd::decode_stream_enabled = path >= 2;
+    const index_t pmax_tasks = cd::decode_split_max_tasks;
+    cd::decode_fused_enabled = path == 1, cd::decode_stream_enabled = path == 2 || path == 3;
+    cd::decode_split_enabled = path == 4, cd::decode_split_single = path == 4;
     cd::decode_stream_variant = path == 3 ? 1 : 0;
     cd::decode_fused_max_n = 64, cd::decode_fused_max_tasks = index_t{1} << 40;
     cd::decode_stream_max_n = 64, cd::decode_stream_min_tasks = 0;
+    cd::decode_split_max_n = 64, cd::decode_split_max_tasks = index_t{1} << 40;
     auto d_state = upload(data.initial_state);
     linstate::device_buffer<Scalar> d_o(static_cast<std::size_t>(os.numel()));
     cuda_ok(cudaMemset(d_o.data(), 0x7f, d_o.size() * sizeof(Scalar)));
     linstate::forward_in_place<Spec>(linstate::cuda{}, din.in, d_state.view(ss), d_o.view(os));
     cd::decode_fused_enabled = true, cd::decode_fused_max_n = max_n, cd::decode_fused_max_tasks = max_tasks;
     cd::decode_stream_enabled = true, cd::decode_stream_max_n = smax_n, cd::decode_stream_min_tasks = smin_tasks;
+    cd::decode_split_enabled = true, cd::decode_split_max_n = pmax_n, cd::decode_split_max_tasks = pmax_tasks;
+    cd::decode_split_single = false;
     cd::decode_stream_variant = 0;
     cuda_ok(cudaDeviceSynchronize());
     return std::make_pair(download(d_o, os), download(d_state, ss));
@@ -718,6 +728,12 @@ void check_decode_kernel(const sizes& d, std::uint64_t seed, std::vector<std::in
   const auto [o3, s3] = step(0);
   const auto [o4, s4] = step(1);
   const auto [o5, s5] = step(3);
+  const auto [o6, s6] = step(4);
+  const auto [o7, s7] = step(4);
+  CHECK(same(o6, o3));
+  CHECK(same(s6, s3));
+  CHECK(same(o6, o7));
+  CHECK(same(s6, s7));
   CHECK(same(o1, o2));
   CHECK(same(s1, s2));
   CHECK(same(o1, o3));
@@ -771,6 +787,19 @@ TEST_CASE("decode step kernel: bit-identical to the three-kernel path and betwee
   // the library's own choice at B = 128 (the streamed kernel), fp32 and bf16, no shared partition
   check_decode_kernel<sse_n4k1s>({.B = 128, .T = 1, .H = 2, .HV = 2, .K = 128, .V = 128}, 81);
   check_decode_kernel<sse_w1r3, Eigen::bfloat16>({.B = 128, .T = 1, .H = 1, .HV = 2, .K = 128, .V = 128}, 82);
+  // the split kernel's cluster shapes (kernels/decode_split.cuh): K = 160 (5 blocks of one warp per
+  // group), 288 (5 blocks of two: one warp beyond K), 512 (8 of two); the bench shape at B = 1 in bf16;
+  // N = 16 (the largest N the library sends there)
+  check_decode_kernel<sse_n4k1s>({.B = 2, .T = 1, .H = 1, .HV = 2, .K = 160, .V = 48}, 83);
+  check_decode_kernel<sse_w1r3>({.B = 2, .T = 1, .H = 1, .HV = 2, .K = 288, .V = 40}, 84);
+  check_decode_kernel<sse_n4k1s, Eigen::bfloat16>({.B = 1, .T = 1, .H = 1, .HV = 2, .K = 512, .V = 64}, 85);
+  check_decode_kernel<gla>({.B = 1, .T = 1, .H = 2, .HV = 2, .K = 288, .V = 33}, 86);
+  check_decode_kernel<sse_n4k1s, Eigen::bfloat16>({.B = 1, .T = 1, .H = 8, .HV = 8, .K = 128, .V = 128}, 87);
+  check_decode_kernel<gla, Eigen::bfloat16>({.B = 1, .T = 1, .H = 8, .HV = 8, .K = 128, .V = 128}, 88);
+  check_decode_kernel<sse_n16k1s, Eigen::bfloat16>({.B = 2, .T = 1, .H = 2, .HV = 4, .K = 128, .V = 128, .N = 16}, 89);
+  // packed, empty sequences and kr > 1 without a shared partition; a non-finite token with kr > 1
+  check_decode_kernel<sse_n8k2>({.B = 1, .T = 4, .H = 1, .HV = 2, .K = 96, .V = 72, .N = 8}, 91, {0, 0, 1, 2, 2, 4, 4});
+  check_decode_kernel<sse_n8k2, Eigen::bfloat16>({.B = 3, .T = 1, .H = 1, .HV = 2, .K = 64, .V = 64, .N = 8}, 92, {}, 1);
 }
 
 TEST_CASE("prefill, then decode steps in place, as on the CPU") {

@@ -30,6 +30,7 @@ struct sse_n8k2 : gla {
   using router = rt::top_k<2>;
 };
 struct sse_w2r1s : sse_n4k1s { using router = rt::top_k<2, 1>; };
+struct sse_n16k1s : sse_n4k1s { using partition = pt::routed<16, pt::shared>; };
 struct sse_w1r3 : gla {  // kr > kw, no shared partition
   using partition = pt::routed<4>;
   using router = rt::top_k<1, 3>;

@@ -32,7 +32,10 @@
 // (a routing router: small steps only, N ≤ 8 and S·HV ≤ 128 (decode_fused_max_*); one partition
 // without a router, GLA or the delta rule: every step); for the diagonal family from S·HV = 128 up
 // (N ≤ 16) instead kernels/decode_stream.cuh, which streams the state with 16-byte loads
-// (decode_stream_*).
+// (decode_stream_*); for a routing router's diagonal-family steps below S·HV = 128 (N ≤ 16, a
+// device with thread-block clusters) kernels/decode_split.cuh, which spreads each state over a
+// cluster of blocks by K rows and over V tiles, every block routing the token itself and the
+// cluster's first block summing the partial reads (decode_split_*).
 // Otherwise the router (a routing router, e.g. router::top_k) in one kernel; then, for
 // linstate::recurrent, for K > 128 and for linstate::automatic when no sequence is longer than 64
 // tokens (a decode step, a short prompt), the recurrent kernel (kernels/recurrent.cuh; for a decode step only on the partitions each
@@ -76,6 +79,7 @@
 #include "kernels/chunked_delta.cuh"
 #include "kernels/chunked_delta_tc.cuh"
 #include "kernels/decode.cuh"
+#include "kernels/decode_split.cuh"
 #include "kernels/decode_stream.cuh"
 #include "kernels/generic.cuh"
 #include "kernels/records.cuh"
@@ -217,7 +221,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   // in one launch, no scratch but the device copy of cu_seqlens; or one partition without routing (GLA).
   const int rec_warps = static_cast<int>((pb.K + rows_per_warp - 1) / rows_per_warp);
   const int decode_groups = R::routes ? (pb.shared ? 1 : 0) + std::max(pb.kw, pb.kr) : 1;
-  bool fused = false, streamed = false;
+  bool fused = false, streamed = false, split = false;
   if constexpr (!generic) {
     const bool one_step = longest <= 1 && (in_place || state_out == nullptr) && !chunked;
     const bool step = one_step && decode_fused_enabled && decode_groups * rec_warps <= max_warps &&
@@ -235,12 +239,24 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       if constexpr (R::routes) st = st && pb.N <= decode_stream_max_n;
       else st = st && pb.P == 1 && !pb.shared;
       if (st) streamed = true, fused = false;
+      // the split decode kernel (kernels/decode_split.cuh): a routing router's small steps (one
+      // partition without a router only when forced), each state over a cluster of blocks (K) and V
+      // tiles; a device with thread-block clusters (asked last: a runtime call)
+      const split_shape sh = decode_split_shape(rec_warps);
+      bool sp = one_step && !streamed && decode_split_enabled && pb.S * pb.HV <= decode_split_max_tasks &&
+                decode_groups * sh.wpb <= split_max_block_warps &&
+                pb.S * pb.HV * ((pb.V + tile_v - 1) / tile_v) * sh.cluster <= 2147483647;
+      sp = sp && decode_split_smem_bytes(decode_groups, routed_groups, rec_warps, sh.wpb, R::routes ? static_cast<int>(pb.N) : 0) <=
+                     48 * 1024;
+      if constexpr (R::routes) sp = sp && pb.N <= decode_split_max_n;
+      else sp = sp && decode_split_single && pb.P == 1 && !pb.shared;
+      if (sp && device_has_clusters(api)) split = true, fused = false;
     }
   }
   const record_plan rplan = chunked ? plan_records(pb, chunk_len) : record_plan{};
 
   // --- one scratch allocation: cu_seqlens, routing tables, partial outputs ----------------------
-  const bool one_kernel = fused || streamed;
+  const bool one_kernel = fused || streamed || split;
   const std::size_t n_route = routed && !one_kernel ? static_cast<std::size_t>(tokens * pb.N) : 0;
   const std::size_t n_part = direct || one_kernel ? 0 : static_cast<std::size_t>(tokens * pb.HV * R_read * pb.V);
   scratch_layout lay;
@@ -394,6 +410,13 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
         return dp;
       };
       if constexpr (is_diagonal<D>)
+        if (split) {
+          if (tasks == 0) return;
+          launch_decode_split<D, R, Dev>(step_params(tile_v), decode_split_shape(rec_warps), R::routes ? static_cast<int>(pb.N) : 0,
+                                         stream, api);
+          return;  // the scratch (cu_seqlens) is released with cudaFreeAsync, ordered after the kernel
+        }
+      if constexpr (is_diagonal<D>)
         if (streamed) {
           if (tasks == 0) return;
           launch_decode_stream<D, R, Dev>(step_params(stream_cols), rec_warps, R::routes ? static_cast<int>(pb.N) : 0, stream, api);
@@ -436,14 +459,15 @@ template <class Spec, class Algorithm, class Strategy, InputScalar Scalar>
 void forward_impl(const cuda& be, const inputs<Scalar>& in, const outputs<Scalar>& out, const options& opt, saved_states* keep) {
   static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
   const char* api = "linstate::forward (cuda)";
+  static const std::string api_s = api;  // one string for every check of every call
   using D = typename Spec::decay;
-  const auto pb = detail::make_problem<Spec>(api, in, out.o, out.final_state, "final_state", opt,
+  const auto pb = detail::make_problem<Spec>(api_s, in, out.o, out.final_state, "final_state", opt,
                                              /*o_given=*/true, /*host_data=*/false);
-  detail::check_no_alias(api, in, out, "final_state");
-  require_device_inputs(api, in);
-  require_device(api, "o", out.o), require_device(api, "final_state", out.final_state);
-  require_supported(api, pb);
-  if constexpr (is_generic<D>) require_generic_supported(api, pb, /*backward=*/false);
+  detail::check_no_alias(api_s, in, out, "final_state");
+  require_device_inputs(api_s, in);
+  require_device(api_s, "o", out.o), require_device(api_s, "final_state", out.final_state);
+  require_supported(api_s, pb);
+  if constexpr (is_generic<D>) require_generic_supported(api_s, pb, /*backward=*/false);
   run<D>(be, pb, in, in.initial_state.data, out.final_state.data, /*in_place=*/false, out.o.data, api,
          wants_chunked<Algorithm, D>(pb), keep, detail::saved_states_access::tag<Spec>());
 }
@@ -489,16 +513,19 @@ void forward_in_place(const cuda& be, const inputs<Scalar>& in, const tensor_vie
                       const tensor_view<Scalar>& o, Algorithm = {}, Strategy = {}, const options& opt = {}) {
   static_assert(detail::validate_call<Spec, Algorithm, Strategy>());
   const char* api = "linstate::forward_in_place (cuda)";
+  // one string for every check of every call (each const char* → std::string argument was a heap
+  // allocation per check on the decode path)
+  static const std::string api_s = api;
   if (!in.initial_state.empty())
     detail::fail(api, "in.initial_state must be empty: the state argument is both the initial and the final state");
   if (state.empty()) detail::fail(api, "state is required: [S,P,HV,K,V] fp32");
   using D = typename Spec::decay;
-  const auto pb = detail::make_problem<Spec>(api, in, o, state, "state", opt, /*o_given=*/true, /*host_data=*/false);
-  detail::check_no_alias(api, in, outputs<Scalar>{o, state}, "state");
-  cuda_detail::require_device_inputs(api, in);
-  cuda_detail::require_device(api, "o", o), cuda_detail::require_device(api, "state", state);
-  cuda_detail::require_supported(api, pb);
-  if constexpr (cuda_detail::is_generic<D>) cuda_detail::require_generic_supported(api, pb, /*backward=*/false);
+  const auto pb = detail::make_problem<Spec>(api_s, in, o, state, "state", opt, /*o_given=*/true, /*host_data=*/false);
+  detail::check_no_alias(api_s, in, outputs<Scalar>{o, state}, "state");
+  cuda_detail::require_device_inputs(api_s, in);
+  cuda_detail::require_device(api_s, "o", o), cuda_detail::require_device(api_s, "state", state);
+  cuda_detail::require_supported(api_s, pb);
+  if constexpr (cuda_detail::is_generic<D>) cuda_detail::require_generic_supported(api_s, pb, /*backward=*/false);
   cuda_detail::run<D>(be, pb, in, state.data, state.data, /*in_place=*/true, o.data, api,
                       cuda_detail::wants_chunked<Algorithm, D>(pb));
 }

@@ -34,7 +34,9 @@
 // router only for small N and small steps (decode_fused_max_n, decode_fused_max_tasks below), where
 // the three launches and the scratch allocation it saves dominate; larger steps keep the three-kernel
 // path. Without a router it is used at every size. Since session 12 the diagonal family's steps of
-// S·HV ≥ 128 go to kernels/decode_stream.cuh instead (16-byte loads streamed through registers).
+// S·HV ≥ 128 go to kernels/decode_stream.cuh instead (16-byte loads streamed through registers), and
+// since session 15 a routing router's diagonal-family steps below that to kernels/decode_split.cuh
+// (each state over a cluster of blocks) on devices with thread-block clusters.
 #pragma once
 
 #include <cstdint>
