@@ -297,6 +297,13 @@ using ScratchView = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 inline ScratchView scratch_view(RowMat& X, index_t rows, index_t cols) {
   return ScratchView(X.data(), rows, cols, Eigen::OuterStride<>(X.cols()));
 }
+//! The top-left rows × cols of a scratch matrix whose rows are not padded (X.cols() == cols), as one
+//! contiguous block: Eigen's linear traversal runs its packets across the ends of rows, as it did before
+//! the padding (the same bits).
+inline Eigen::Map<RowMat> contiguous_view(RowMat& X, index_t rows, index_t cols) {
+  eigen_assert(X.cols() == cols);
+  return Eigen::Map<RowMat>(X.data(), rows, cols);
+}
 
 //! Per-thread scratch of the chunked kernel. The matrices' rows are padded (padded_cols): read them through
 //! scratch_view, or row by row (X.row(i).data(), X.outerStride()).
@@ -504,10 +511,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         one_gemm = (any_w ? -sc.gamma.minCoeff() : 0.f) <= single_gemm_span;
         sc.egamma = sc.gamma.array().exp();
         // over the contiguous m × K blocks (the AVX-512 builds do not pad: chunk_row_pad), Eigen's linear traversal
-        auto flat = [&](RowMat& X) {
-          eigen_assert(X.cols() == K);
-          return Eigen::Map<RowMat>(X.data(), m, K);
-        };
+        auto flat = [&](RowMat& X) { return contiguous_view(X, m, K); };
         if (any_w && one_gemm) flat(sc.Einv).array() = flat(sc.Kc).array() * (-flat(sc.G).array()).exp();
         if (any_r) flat(sc.Kd) = flat(sc.Q).cwiseProduct(flat(sc.G).array().exp().matrix());
         Qg = sc.Kd.data(), Kinv = sc.Einv.data();
@@ -582,10 +586,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
     // before the rows were padded (Eigen's linear traversal, whose packets run across the ends of rows: the
     // same bits as then). Those K-wide rows are never padded: padded_cols pads multiples of 16 only on the
     // AVX2 builds, where every multiple of the 8-float packet takes fused_exps.
-    auto flat = [&](RowMat& X) {
-      eigen_assert(X.cols() == K);
-      return Eigen::Map<RowMat>(X.data(), m, K);
-    };
+    auto flat = [&](RowMat& X) { return contiguous_view(X, m, K); };
     // K ⊙ e^{−Γ} (factors ≤ e^{span}); serves the scores and, times e^{γ}, the state update
     if (any_w && one_gemm && !fused_exps) flat(sc.Einv).array() = flat(sc.Kc).array() * (-flat(sc.G).array()).exp();
     if (any_r) {
