@@ -448,9 +448,15 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   if (n_part) {
     constexpr int threads = 256;
     const index_t rows = tokens * pb.HV, total = rows * pb.V;
-    combine_kernel<Dev><<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(
-        o_part, device_ptr(o), rows, R_read, static_cast<int>(pb.V), static_cast<int>(pb.HV), meta, static_cast<int>(pb.N));
-    check_launch("combine_kernel", api);
+    if (pb.V % 4 == 0 && reinterpret_cast<std::uintptr_t>(o_part) % 16 == 0) {
+      combine4_kernel<Dev><<<static_cast<unsigned>((total / 4 + threads - 1) / threads), threads, 0, stream>>>(
+          o_part, device_ptr(o), rows, R_read, static_cast<int>(pb.V), static_cast<int>(pb.HV), meta, static_cast<int>(pb.N));
+      check_launch("combine4_kernel", api);
+    } else {
+      combine_kernel<Dev><<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(
+          o_part, device_ptr(o), rows, R_read, static_cast<int>(pb.V), static_cast<int>(pb.HV), meta, static_cast<int>(pb.N));
+      check_launch("combine_kernel", api);
+    }
   }
   // the scratch memory is released here with cudaFreeAsync, ordered after the kernels
 }
