@@ -93,6 +93,7 @@
 
 #include "buffer.cuh"
 #include "check.cuh"
+#include "detail/device.cuh"
 #include "detail/scalar.cuh"
 #include "detail/scratch.cuh"
 #include "forward.cuh"
@@ -225,9 +226,8 @@ void router_backward(cudaStream_t stream, const detail::problem_for<R>& pb, cons
 //! persistent grid's size).
 template <class Kernel>
 index_t resident_blocks(Kernel kernel, int threads, std::size_t smem, const char* api) {
-  int dev = 0, sms = 0, per_sm = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice", api);
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute", api);
+  const int sms = sm_count(api);
+  int per_sm = 0;
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor", api);
   return static_cast<index_t>(std::max(1, per_sm) * std::max(1, sms));

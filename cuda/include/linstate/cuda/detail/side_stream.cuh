@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "../check.cuh"
+#include "device.cuh"
 
 namespace linstate::cuda_detail {
 
@@ -70,17 +71,6 @@ inline per_device& of_current_device(const char* api) {
     d = made;
   }
   return d;
-}
-
-//! The current device's multiprocessor count (read once per device and host thread).
-inline int sm_count(const char* api) {
-  thread_local std::vector<int> by_device;
-  int dev = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice", api);
-  if (static_cast<std::size_t>(dev) >= by_device.size()) by_device.resize(static_cast<std::size_t>(dev) + 1, 0);
-  int& n = by_device[static_cast<std::size_t>(dev)];
-  if (n == 0) check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute(multiprocessors)", api);
-  return n;
 }
 
 //! Whether a grid of `blocks` blocks of at most one per SM (the sequential passes) leaves at least as

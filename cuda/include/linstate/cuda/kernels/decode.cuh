@@ -84,6 +84,31 @@ constexpr std::size_t decode_smem_bytes(int groups, int nw, int N) {
   return static_cast<std::size_t>(groups) * recurrent_smem_bytes(nw) + static_cast<std::size_t>(N) * (4 * sizeof(float) + 1);
 }
 
+//! A decode step's output of one column from its groups' outputs, summed in read-slot order from 0 —
+//! what combine_kernel computes from o_part (decode_kernel, decode_stream_kernel, decode_split_kernel):
+//! with one read slot the reading group's output as it is (NaN when none reads: router_kernel's NaN
+//! row); NaN for a token whose logits are not finite; else Σ out_of(g) over the reading groups by
+//! __fadd_rn (out_of's rounded product is never fused into the sum). Group 0 reads when first_reads
+//! (a shared partition, or the single partition of a variant without routing); group g otherwise when
+//! part[g] ≥ 0 and flags[g] has detail::route_read.
+template <class OutOf>
+__device__ __forceinline__ float sum_read_slots(int slots, int groups, bool first_reads, const int* part, const std::uint32_t* flags,
+                                                bool nonfinite, OutOf out_of) {
+  auto reads = [&](int g) { return (first_reads && g == 0) || (part[g] >= 0 && (flags[g] & detail::route_read)); };
+  float o = 0.f;
+  if (slots == 1) {
+    o = quiet_nan();
+    for (int g = 0; g < groups; ++g)
+      if (reads(g)) o = out_of(g);
+  } else if (nonfinite) {
+    o = quiet_nan();
+  } else {
+    for (int g = 0; g < groups; ++g)
+      if (reads(g)) o = __fadd_rn(o, out_of(g));
+  }
+  return o;
+}
+
 //! x, through a register move the compiler cannot see through (so it does not reuse values computed from x).
 __device__ __forceinline__ int opaque(int x) {
   int y;
@@ -303,21 +328,8 @@ __global__ void __launch_bounds__(tile_v * max_warps, 2) decode_kernel(const dec
 
   // 6. the output row: the read slots summed in order (shared, then routed partitions by index)
   if (warp == 0 && col && p.R > 0) {
-    auto reads = [&](int g) {
-      return ((p.shared || !R::routes) && g == 0) || (g_part[g] >= 0 && (g_flags[g] & detail::route_read));
-    };
-    float o = 0.f;
-    if (p.R == 1) {
-      // one read slot: its output as it is (router_kernel's NaN row when there is no reader left)
-      o = quiet_nan();
-      for (int g = 0; g < groups; ++g)
-        if (reads(g)) o = g_out[g][lane];
-    } else if (g_nonfinite) {
-      o = quiet_nan();
-    } else {
-      for (int g = 0; g < groups; ++g)
-        if (reads(g)) o += g_out[g][lane];
-    }
+    const float o = sum_read_slots(p.R, groups, p.shared || !R::routes, g_part, g_flags, R::routes && g_nonfinite,
+                                   [&](int g) { return g_out[g][lane]; });
     p.o[(t * HV + hv) * V + j] = from_f32<Dev>(o);
   }
 }

@@ -58,13 +58,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <mutex>
-#include <vector>
 
 #include <linstate/detail/router.hpp>
 #include <linstate/tensor.hpp>
 
 #include "../check.cuh"
+#include "../detail/device.cuh"
 #include "../detail/scalar.cuh"
 #include "../detail/traits.cuh"
 #include "decode.cuh"
@@ -110,23 +109,6 @@ constexpr std::size_t decode_split_smem_bytes(int groups, int routed_groups, int
   return (static_cast<std::size_t>(groups) * static_cast<std::size_t>(wpb) * 3 * rows_per_warp +
           static_cast<std::size_t>(groups) * static_cast<std::size_t>(nw) * tile_v) * sizeof(float) +
          static_cast<std::size_t>(routed_groups) * static_cast<std::size_t>(wpb) * static_cast<std::size_t>(N) * (4 * sizeof(float) + 1);
-}
-
-//! Whether the current device has thread-block clusters (compute capability ≥ 9.0), cached per device.
-inline bool device_has_clusters(const char* api) {
-  int dev = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice", api);
-  static std::mutex mutex;
-  static std::vector<signed char> known;  // by ordinal: −1 not asked yet, 0 no, 1 yes
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (static_cast<std::size_t>(dev) >= known.size()) known.resize(static_cast<std::size_t>(dev) + 1, -1);
-  signed char& k = known[static_cast<std::size_t>(dev)];
-  if (k < 0) {
-    int major = 0;
-    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute", api);
-    k = major >= 9 ? 1 : 0;
-  }
-  return k == 1;
 }
 
 template <class R, class Dev>
@@ -185,35 +167,16 @@ __global__ void __launch_bounds__(32 * split_max_block_warps) decode_split_kerne
     if (!shared_group) {
       const int rw = warp - first_routed * wpb, routed_warps = (groups - first_routed) * wpb;
       float* rbase = red + static_cast<std::size_t>(groups) * nw * tile_v;
-      float* rx = rbase + static_cast<std::size_t>(rw) * 4 * N;  // logits [N]
-      float* rp = rx + N;                                         // scores [N]
-      float* rcw = rp + N;                                        // write weights [N]
-      float* rcr = rcw + N;                                       // read weights [N]
+      float* rs = rbase + static_cast<std::size_t>(rw) * 4 * N;  // x, p, cw, cr [N]
       auto* rfl = reinterpret_cast<std::uint8_t*>(rbase + static_cast<std::size_t>(routed_warps) * 4 * N) + rw * N;  // flags [N]
-      for (int m = lane; m < N; m += 32) rx[m] = to_f32(dp.logits[t * N + m]);
-      __syncwarp();
-      int gp = -1;
-      std::uint32_t gf = 0;
-      float gcw = 0.f, gcr = 0.f;
-      if (lane == 0) {
-        bool finite = true;
-        for (int m = 0; m < N; ++m) finite &= finite_f32(rx[m]);
-        if (finite) {
-          R::route(dp.cfg.value, N, rx, dp.params, rp, rcw, rcr, rfl, round_to_dev<Dev>{});
-          for (int m = 0, want = u - first_routed; m < N; ++m) {
-            const std::uint32_t fm = rfl[m] & (detail::route_write | detail::route_read);
-            if (fm && want-- == 0) {
-              gp = m + first_routed, gf = fm, gcw = rcw[m], gcr = rcr[m];
-              break;
-            }
-          }
-        }
-        if (wl == 0) {  // one writer per group (read by the first block's output stage, after the barrier)
-          g_part[u] = gp, g_flags[u] = gf, g_cr[u] = gcr;
-          if (u == groups - 1) g_nonfinite = finite ? 0 : 1;
-        }
-      }
-      part = __shfl_sync(0xffffffffu, gp, 0), f = __shfl_sync(0xffffffffu, gf, 0), cw = __shfl_sync(0xffffffffu, gcw, 0);
+      const warp_route r = route_in_warp<R, Dev>(dp.cfg.value, N, dp.logits + t * N, dp.params, rs, rfl, u - first_routed, first_routed,
+                                                 lane, [&](const warp_route& x) {
+                                                   if (wl == 0) {  // one writer per group (read by the first block's output stage, after the barrier)
+                                                     g_part[u] = x.part, g_flags[u] = x.flags, g_cr[u] = x.cr;
+                                                     if (u == groups - 1) g_nonfinite = x.finite ? 0 : 1;
+                                                   }
+                                                 });
+      part = r.part, f = r.flags, cw = r.cw;
     }
   }
 
@@ -294,26 +257,13 @@ __global__ void __launch_bounds__(32 * split_max_block_warps) decode_split_kerne
   // read slots summed in order (shared, then routed partitions by index) — combine_kernel's sum
   if (tid < tile_v && vtile * tile_v + tid < V && p.R > 0) {
     const int c = tid, jj = vtile * tile_v + c;
-    auto reads = [&](int g) {
-      return ((p.shared || !R::routes) && g == 0) || (g_part[g] >= 0 && (g_flags[g] & detail::route_read));
-    };
     auto out_of = [&](int g) {
       float o = 0.f;
       for (int ww = 0; ww < nw; ++ww) o = __fadd_rn(o, red[(static_cast<std::size_t>(g) * nw + ww) * tile_v + c]);
       const float cr = ((p.shared || !R::routes) && g == 0) ? 1.f : g_cr[g];
       return __fmul_rn(o, __fmul_rn(p.scale, cr));  // rounded, as recurrent_kernel rounds it into o_part
     };
-    float o = 0.f;
-    if (p.R == 1) {
-      o = quiet_nan();  // one read slot: its output as it is (router_kernel's NaN row when no reader is left)
-      for (int g = 0; g < groups; ++g)
-        if (reads(g)) o = out_of(g);
-    } else if (R::routes && g_nonfinite) {
-      o = quiet_nan();
-    } else {
-      for (int g = 0; g < groups; ++g)
-        if (reads(g)) o = __fadd_rn(o, out_of(g));
-    }
+    const float o = sum_read_slots(p.R, groups, p.shared || !R::routes, g_part, g_flags, R::routes && g_nonfinite, out_of);
     p.o[(t * HV + hv) * V + jj] = from_f32<Dev>(o);
   }
 #else
