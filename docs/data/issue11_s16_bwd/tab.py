@@ -29,8 +29,17 @@ for k in keys:
     bm = sum(b) / len(b) if b else None
     nm = sum(n) / len(n) if n else None
     ratio = f'{nm / bm:.3f}' if bm and nm else '—'
-    print(f'| {k[0]} ({k[2]}) | {k[3]} | {f(v[0])} | {f(v[1])} | {f(v[2])} | {f(v[3])} | {f(bm)} | {f(nm)} | {ratio} |')
+    print(f'| {k[0]} {k[1]} {k[2]} | {k[3]} | {f(v[0])} | {f(v[1])} | {f(v[2])} | {f(v[3])} | {f(bm)} | {f(nm)} | {ratio} |')
 fj = os.path.join(d, 'fla_main_gla.json')
 if os.path.exists(fj):
+    fla = {(r['T'], r['mode']): r['median_ms'] for r in json.load(open(fj))}
     print()
-    print(json.dumps(json.load(open(fj)), indent=None)[:4000])
+    print('| T | fla main GLA forward + backward | linstate base (mean) | linstate new (mean) | fla ÷ new |')
+    print('|---|---|---|---|---|')
+    for T in sorted({t for t, _ in fla}):
+        k = ('gla', 'varlen', 'chunked', T)
+        b = [runs[r][k] for r in ('base_1', 'base_2') if k in runs[r]]
+        n = [runs[r][k] for r in ('new_1', 'new_2') if k in runs[r]]
+        if (T, 'fwdbwd') in fla and b and n:
+            fm, bm, nm = fla[(T, 'fwdbwd')], sum(b) / len(b), sum(n) / len(n)
+            print(f'| {T} | {fm:.3f} | {bm:.3f} | {nm:.3f} | {fm / nm:.2f}× |')
