@@ -548,8 +548,8 @@ __device__ __forceinline__ bool rows_vec4(const T* base, int K) {
 
 //! The dq / dk rows out of R [C][ldr] (dq̂ or dk̃ over the tile's keys a < kn): 16 threads per row, four
 //! consecutive keys each (one store4 where all four lie below kn and `vec`), dst[a] = s · R[i][a] (rounded
-//! once to dst's type) for row_of(i) = {dst, s} (a row_out_t); and ⟨x_i, R_i⟩ over the tile's keys into dots[2i] when dots is not null (x = the
-//! staged raw q or k rows X [C][ldk]). Threads `thread` = 0 … threads − 1 of the caller's group (whole warps).
+//! once to dst's type) for row_of(i) = {dst, s} (a row_out_t); and ⟨x_i, R_i⟩ over the tile's keys into
+//! dots[2i] when dots is not null (x = the staged raw q or k rows X [C][ldk]). Threads `thread` = 0 … threads − 1 of the caller's group (whole warps).
 template <int C, int KT, class Op, class RowOf>
 __device__ __forceinline__ void write_key_rows(const float* R, int ldr, const Op* X, int ldk, int kn, bool vec, float* dots,
                                                int thread, int threads, RowOf&& row_of) {
