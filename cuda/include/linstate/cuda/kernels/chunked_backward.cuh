@@ -70,11 +70,12 @@ struct chunk_bwd_params : chunk_params<Dev> {
   float* dg = nullptr;         // [tokens, HV, Rw, GK]
   float* dcw = nullptr;        // [tokens, HV, N]
   float* dcr = nullptr;        // [tokens, HV, N]
-  // Direct stores (bf16 path, where the backend found one slot per gradient: backward.cuh's
-  // direct_gradients): the user's gradient tensors themselves, written rounded once from the fp32 value
-  // the partial would have held, at the partial's index (slot 0; [tokens, HV, ·] = [tokens, H, ·] there),
-  // in place of dq / dk / dv / dg (null then). chunk_bwd_dv_kernel writes dv_out, chunk_bwd_dqkg_kernel
-  // dq_out, dk_out and dg_out; no other kernel reads or writes them.
+  // Direct stores (where the backend found one slot per gradient: backward.cuh's
+  // single_slot_gradients): the user's gradient tensors themselves, written rounded once from the fp32
+  // value the partial would have held, at the partial's index (slot 0; [tokens, HV, ·] = [tokens, H, ·]
+  // there), in place of dq / dk / dv / dg (null then). Here chunk_bwd_dv_kernel writes dv_out and
+  // chunk_bwd_dqkg_kernel dq_out, dk_out and dg_out (bf16); chunked_delta.cuh's delta_grad_kernel all
+  // four (and delta_params::dbeta_out); no other kernel reads or writes them.
   Dev* dq_out = nullptr;       // [tokens, H, K]
   Dev* dk_out = nullptr;       // [tokens, H, K]
   Dev* dv_out = nullptr;       // [tokens, HV, V]
@@ -549,7 +550,8 @@ __device__ __forceinline__ bool rows_vec4(const T* base, int K) {
 //! The dq / dk rows out of R [C][ldr] (dq̂ or dk̃ over the tile's keys a < kn): 16 threads per row, four
 //! consecutive keys each (one store4 where all four lie below kn and `vec`), dst[a] = s · R[i][a] (rounded
 //! once to dst's type) for row_of(i) = {dst, s} (a row_out_t); and ⟨x_i, R_i⟩ over the tile's keys into
-//! dots[2i] when dots is not null (x = the staged raw q or k rows X [C][ldk]). Threads `thread` = 0 … threads − 1 of the caller's group (whole warps).
+//! dots[2i] when dots is not null (x = the staged raw q or k rows X [C][ldk]). Threads `thread` = 0 …
+//! threads − 1 of the caller's group (whole warps).
 template <int C, int KT, class Op, class RowOf>
 __device__ __forceinline__ void write_key_rows(const float* R, int ldr, const Op* X, int ldk, int kn, bool vec, float* dots,
                                                int thread, int threads, RowOf&& row_of) {
