@@ -888,6 +888,51 @@ TEST_CASE("only the requested gradients are written; none requested is a no-op")
   }
 }
 
+//! The chunked backward with every gradient, then with subsets of them: each subset's gradients are the
+//! same bits, the others stay untouched (empty). Covers the direct stores of a one-slot gradient
+//! (backward.cuh's single_slot_gradients) beside the partials of the others (HV ≠ H: q and k summed over
+//! heads), and dg without dq and dk (chunk_bwd_dqkg_kernel forms it from its own rows).
+template <class Spec, class Scalar>
+void check_chunked_subsets(const random_inputs& data, std::uint64_t seed) {
+  const host_inputs<Scalar> hin(data);
+  const linstate::inputs<Scalar> in = hin.view(true);
+  const cot_host c = make_cot(data, seed);
+  const tensor<Scalar> dO = cast_to<Scalar>(c.dO);
+  const auto full = alloc_like(in, data.state_shape());
+  const auto all = gpu_backward<Spec, linstate::chunked<64>, linstate::varlen>(in, dO, &c.dht, full, {});
+  auto sub = [&](bool q, bool k, bool v, bool g, bool beta) {
+    linstate::gradient_result<Scalar> some;
+    if (q) some.q = tensor<Scalar>(full.q.shape());
+    if (k) some.k = tensor<Scalar>(full.k.shape());
+    if (v) some.v = tensor<Scalar>(full.v.shape());
+    if (g && !full.g.empty()) some.g = tensor<Scalar>(full.g.shape());
+    if (beta && !full.beta.empty()) some.beta = tensor<Scalar>(full.beta.shape());
+    const auto got = gpu_backward<Spec, linstate::chunked<64>, linstate::varlen>(in, dO, &c.dht, some, {});
+    CHECK(q == !got.q.empty());
+    CHECK(k == !got.k.empty());
+    CHECK(v == !got.v.empty());
+    if (q) CHECK(same_bits(got.q, all.q));
+    if (k) CHECK(same_bits(got.k, all.k));
+    if (v) CHECK(same_bits(got.v, all.v));
+    if (!some.g.empty()) CHECK(same_bits(got.g, all.g));
+    if (!some.beta.empty()) CHECK(same_bits(got.beta, all.beta));
+    CHECK(got.initial_state.empty());
+  };
+  sub(false, false, false, true, false);  // dg alone
+  sub(true, false, true, false, false);   // dq and dv
+  sub(false, true, false, true, true);    // dk, dg and dβ
+}
+
+TEST_CASE("chunked backward: subsets of the gradients give the full call's bits (direct stores of one-slot gradients)") {
+  check_chunked_subsets<gla, Eigen::bfloat16>(make<gla>({.B = 2, .T = 150, .H = 2, .HV = 2, .K = 64, .V = 64}, 301), 91);
+  check_chunked_subsets<gla, Eigen::bfloat16>(make<gla>({.B = 1, .T = 140, .H = 1, .HV = 2, .K = 48, .V = 40}, 302), 92);
+  check_chunked_subsets<gla_scalar, Eigen::bfloat16>(make<gla_scalar>({.B = 1, .T = 140, .H = 2, .HV = 2, .K = 64, .V = 64}, 303), 93);
+  check_chunked_subsets<gla, float>(make<gla>({.B = 1, .T = 140, .H = 2, .HV = 2, .K = 64, .V = 64}, 304), 94);
+  check_chunked_subsets<gdn, Eigen::bfloat16>(make<gdn>({.B = 2, .T = 150, .H = 2, .HV = 2, .K = 64, .V = 64}, 305), 95);
+  check_chunked_subsets<gdn, float>(make<gdn>({.B = 1, .T = 150, .H = 1, .HV = 2, .K = 32, .V = 64}, 306), 96);
+  check_chunked_subsets<sse_n4k1s, Eigen::bfloat16>(make<sse_n4k1s>({.B = 1, .T = 150, .H = 2, .HV = 2, .K = 64, .V = 64}, 307), 97);
+}
+
 // --- golden fixtures -------------------------------------------------------------------------------
 
 //! max|a − b| / max|b| over equal-length flat arrays (the fixtures README's criterion).

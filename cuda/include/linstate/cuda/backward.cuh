@@ -34,7 +34,9 @@
 //      (sequence, value head, partition, V group), checkpointed replay of the forward (a checkpoint
 //      every C tokens: C = 64, or the C of chunked<C> up to 64; the results do not depend on C, bit for
 //      bit) and the walk backwards; writes the per-slot fp32 partial gradients below and dh0;
-//   3. slot_sum_kernel (kernels/gradient_combine.cuh): slots → grads.q/k/v/g/beta and grads.shared.*;
+//   3. slot_sum_kernel (kernels/gradient_combine.cuh): slots → grads.q/k/v/g/beta and grads.shared.*
+//      (the chunked backward — the delta rule's, and the GLA family's bf16 one — stores a gradient with
+//      one slot itself and skips it here: single_slot_gradients, run_backward_chunked);
 //   4. router_bwd_kernel: ∂L/∂(write, read weights) → grads.router_logits through the policy's
 //      R::weights_backward (SPEC §4.6).
 //
@@ -159,6 +161,23 @@ struct bwd_partials {
   static constexpr std::size_t npos = ~std::size_t{0};
   std::size_t at_[7] = {npos, npos, npos, npos, npos, npos, npos};
 };
+
+//! The gradients whose slot sum (step 3) has exactly one term, so that the kernel forming the partial
+//! can store the gradient itself (rounded once, from the same fp32 value) and step 3 skip it: every
+//! token reads and writes one slot (Rr = Rw = 1: one partition, no shared one; then no routing router
+//! either, so no router flags and no NaN rows), one V group (Z = 1) and, for q and k (summed over the
+//! value heads of an output head), HV = H. From the problem (what the policy and the call declare),
+//! never from which policy it is; the caller keeps only what its kernels can store directly. (The sum
+//! would be 0.f + x: the same value but for x = −0, which the sum turns into +0 and the direct store
+//! keeps; every other value, NaN and ±inf included, rounds to the same bits.)
+struct direct_set {
+  bool q = false, k = false, v = false, g = false, beta = false;
+};
+inline direct_set single_slot_gradients(const detail::problem& pb, int z_groups) {
+  const bool one = read_slots(pb) == 1 && write_slots(pb) == 1 && !pb.routed && z_groups == 1;
+  const bool heads = pb.HV == pb.H;
+  return {one && heads, one && heads, one, one && pb.gate_width() > 0, one && pb.uses_beta};
+}
 
 //! Step 3: the partial buffers → the requested gradients of q, k, v, g, β and shared.* (deterministic
 //! slot sums, see the contract). `meta` is router_kernel's output (null without router::top_k): a
@@ -426,8 +445,27 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   }
   const std::size_t at_tc = lay.add(tc_bytes);
   const std::size_t at_recompute = lay.add(recompute_bytes);
+  // one slot per gradient (single_slot_gradients): the kernel forming it stores it itself and step 3 has
+  // no partial for it (gp: g without it) — family::delta: delta_grad_kernel, every gradient (any input
+  // type); family::diagonal, bf16: dv (chunk_bwd_dv_kernel) and, where chunk_bwd_dqkg_kernel forms them
+  // (dg from its own rows, not from dq and dk read back), dq, dk and dg. The diagonal family's fp32 and
+  // fp16 path (chunk_grad_exact_kernel, chunk_dg_kernel reading dq and dk back) keeps the partials.
+  direct_set dir{};
+  if constexpr (delta) {
+    dir = single_slot_gradients(pb, 1);
+  } else if constexpr (tc_bwd) {
+    dir = single_slot_gradients(pb, 1);
+    if constexpr (!dqkg_fused<D>) dir.q = dir.k = dir.g = false;
+    dir.beta = false;
+  }
+  gradients<Scalar> gp = g;
+  if (dir.q) gp.q = {};
+  if (dir.k) gp.k = {};
+  if (dir.v) gp.v = {};
+  if (dir.g) gp.g = {};
+  if (dir.beta) gp.beta = {};
   bwd_partials pt;
-  pt.plan(pb, g, 1, lay, /*qk_for_g=*/!delta);
+  pt.plan(pb, gp, 1, lay, /*qk_for_g=*/!delta && !dir.g);
   device_buffer<unsigned char> scratch(lay.bytes, stream, scratch_pool(api));
   unsigned char* base = scratch.data();
   pt.bind(base);
@@ -464,6 +502,8 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   c.dbuf = reinterpret_cast<float*>(base + at_dbuf), c.cbuf = reinterpret_cast<float*>(base + at_cbuf), c.kp = KP;
   c.Rr = pt.Rr, c.Rw = pt.Rw;
   c.dq = pt.dq, c.dk = pt.dk, c.dv = pt.dv, c.dg = pt.dg, c.dcw = pt.dcw, c.dcr = pt.dcr;
+  auto direct = [](bool on, const tensor_view<Scalar>& t) { return on && !t.empty() ? device_ptr(t.data) : nullptr; };
+  c.dq_out = direct(dir.q, g.q), c.dk_out = direct(dir.k, g.k), c.dv_out = direct(dir.v, g.v), c.dg_out = direct(dir.g, g.g);
   if constexpr (tc_bwd) {
     bind_bwd_tc_buffers(c, base + at_tc, chunks * static_cast<std::size_t>(pb.HV), KP, routed);
     bind_kept<D>(c, kept ? const_cast<unsigned char*>(kept) : base + at_recompute, chunks * static_cast<std::size_t>(pb.HV), KP, c.K,
@@ -472,13 +512,13 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   if constexpr (delta) {
     delta_params<Dev> dp;
     static_cast<chunk_bwd_params<Dev>&>(dp) = c;
-    dp.l2norm = D::l2norm_qk, dp.dbeta = pt.dbeta;
+    dp.l2norm = D::l2norm_qk, dp.dbeta = pt.dbeta, dp.dbeta_out = direct(dir.beta, g.beta);
     bind_delta_buffers(dp, reinterpret_cast<float*>(base + at_delta), rplan.max_chunks, pb.HV, pb.K, pb.V, true);
     enqueue_delta_backward<D>(dp, stream, api);
   } else {
-    enqueue_chunked_backward<D, Dev>(c, pt.dg != nullptr, /*recompute=*/kept == nullptr, stream, api);
+    enqueue_chunked_backward<D, Dev>(c, pt.dg != nullptr || c.dg_out != nullptr, /*recompute=*/kept == nullptr, stream, api);
   }
-  combine_gradients(stream, pb, pt, meta, g, api);
+  combine_gradients(stream, pb, pt, meta, gp, api);
   router_backward(stream, pb, in, pt, meta, g.router_logits, api);
 }
 

@@ -2,7 +2,11 @@
 // none, per head, per key: decay::none, scalar, gated_key; templated on the policy D, Γ from
 // D::log_decay) on the GPU, every input type, over the record table of kernels/records.cuh; the
 // adjoint of kernels/chunked.cuh (SPEC §2.4). It fills the per-slot partial gradients of the
-// contract in backward.cuh (Z = 1), whose combine and router-backward passes then run unchanged.
+// contract in backward.cuh (Z = 1), whose combine and router-backward passes then run unchanged —
+// except, on the bf16 path, for a gradient with one slot (backward.cuh's single_slot_gradients: one
+// partition, no shared one, no router, HV = H for q and k): chunk_bwd_dv_kernel stores dv and
+// chunk_bwd_dqkg_kernel dq, dk and dg straight into the user's tensors (dq_out … dg_out, rounded once
+// from the same fp32 value), and the combine pass skips them.
 //
 // Per chunk c of a stream (rows t, j; r_t = scale × read weight, w_j = write weight; q, k, v, dO raw,
 // zero on rows that do not read (q, dO) or write (k, v); Γ, γ, H_c as in chunked.cuh; D_c = ∂L/∂H_{c+1}):
@@ -66,6 +70,16 @@ struct chunk_bwd_params : chunk_params<Dev> {
   float* dg = nullptr;         // [tokens, HV, Rw, GK]
   float* dcw = nullptr;        // [tokens, HV, N]
   float* dcr = nullptr;        // [tokens, HV, N]
+  // Direct stores (where the backend found one slot per gradient: backward.cuh's
+  // single_slot_gradients): the user's gradient tensors themselves, written rounded once from the fp32
+  // value the partial would have held, at the partial's index (slot 0; [tokens, HV, ·] = [tokens, H, ·]
+  // there), in place of dq / dk / dv / dg (null then). Here chunk_bwd_dv_kernel writes dv_out and
+  // chunk_bwd_dqkg_kernel dq_out, dk_out and dg_out (bf16); chunked_delta.cuh's delta_grad_kernel all
+  // four (and delta_params::dbeta_out); no other kernel reads or writes them.
+  Dev* dq_out = nullptr;       // [tokens, H, K]
+  Dev* dk_out = nullptr;       // [tokens, H, K]
+  Dev* dv_out = nullptr;       // [tokens, HV, V]
+  Dev* dg_out = nullptr;       // [tokens, HV, K]
   // bf16 path (the gradient kernels 4a–4c); qbuf, kbuf, abuf and gambuf of chunk_params are set too
   Dev* dabuf = nullptr;        // [max_chunks, HV, C, C]: dA = dO·vᵀ (j ≤ t)
   float* dotbuf = nullptr;     // [max_chunks, HV, KP / bwd_kt, C, 2]: ⟨k_j, dk̃_j⟩, ⟨q_t, dq̂_t⟩ per key tile (routed only)
@@ -320,7 +334,9 @@ __global__ void __launch_bounds__(bwd_threads) chunk_bwd_dv_kernel(const chunk_b
     const int j = e / TV, jj = e % TV;
     const chunk_record& r = recs[j];
     if (!r.wr || j0 + jj >= V) continue;
-    p.dv[(r.hv * p.Rw + write_slot(p, r, at)) * V + j0 + jj] = Of[j * ldf + jj];
+    const index_t o = (r.hv * p.Rw + write_slot(p, r, at)) * V + j0 + jj;
+    if (p.dv_out) p.dv_out[o] = from_f32<Dev>(Of[j * ldf + jj]);  // direct store (one slot: o = r.hv · V + v)
+    else p.dv[o] = Of[j * ldf + jj];
   }
 }
 
@@ -502,16 +518,40 @@ __device__ __forceinline__ void key_rowsums(float* out, HAt&& H, DAt&& D, int wa
   }
 }
 
-//! Where a row of dq or dk goes: its element k0 (null: nothing written) and its scale (r_t or w_j).
-struct row_out {
-  float* dst;
+//! Where a row of dq or dk goes: its element k0 (null: nothing written) and its scale (r_t or w_j); T
+//! float (a partial) or the element type (a direct store, rounded once).
+template <class T>
+struct row_out_t {
+  T* dst;
   float s;
 };
+using row_out = row_out_t<float>;
+
+//! dst[0 … 3] = x[0 … 3] in T (rounded once): one 16-byte (float) or 8-byte (bf16, fp16) store; dst aligned so.
+template <class T>
+__device__ __forceinline__ void store4(T* dst, float x0, float x1, float x2, float x3) {
+  if constexpr (std::is_same_v<T, float>) {
+    *reinterpret_cast<float4*>(dst) = make_float4(x0, x1, x2, x3);
+  } else {
+    const T t[4] = {from_f32<T>(x0), from_f32<T>(x1), from_f32<T>(x2), from_f32<T>(x3)};
+    uint2 w;
+    memcpy(&w, t, 8);
+    *reinterpret_cast<uint2*>(dst) = w;
+  }
+}
+
+//! Whether T rows of K elements from `base` take write_key_rows' four-element stores (16 bytes for float,
+//! 8 for 2-byte types): K % 4 == 0 and base aligned to four elements.
+template <class T>
+__device__ __forceinline__ bool rows_vec4(const T* base, int K) {
+  return K % 4 == 0 && (reinterpret_cast<std::uintptr_t>(base) & (4 * sizeof(T) - 1)) == 0;
+}
 
 //! The dq / dk rows out of R [C][ldr] (dq̂ or dk̃ over the tile's keys a < kn): 16 threads per row, four
-//! consecutive keys each (a float4 store where all four lie below kn and `vec`), dst[a] = s · R[i][a] for
-//! row_of(i) = {dst, s}; and ⟨x_i, R_i⟩ over the tile's keys into dots[2i] when dots is not null (x = the
-//! staged raw q or k rows X [C][ldk]). Threads `thread` = 0 … threads − 1 of the caller's group (whole warps).
+//! consecutive keys each (one store4 where all four lie below kn and `vec`), dst[a] = s · R[i][a] (rounded
+//! once to dst's type) for row_of(i) = {dst, s} (a row_out_t); and ⟨x_i, R_i⟩ over the tile's keys into
+//! dots[2i] when dots is not null (x = the staged raw q or k rows X [C][ldk]). Threads `thread` = 0 …
+//! threads − 1 of the caller's group (whole warps).
 template <int C, int KT, class Op, class RowOf>
 __device__ __forceinline__ void write_key_rows(const float* R, int ldr, const Op* X, int ldk, int kn, bool vec, float* dots,
                                                int thread, int threads, RowOf&& row_of) {
@@ -525,13 +565,14 @@ __device__ __forceinline__ void write_key_rows(const float* R, int ldr, const Op
 #pragma unroll
       for (int u = 0; u < 4; ++u)
         if (a0 + u < kn) dot += to_f32(X[i * ldk + a0 + u]) * x[u];
-      const row_out o = row_of(i);
+      const auto o = row_of(i);
+      using T = std::remove_pointer_t<decltype(o.dst)>;
       if (o.dst) {
-        if (vec && a0 + 4 <= kn) *reinterpret_cast<float4*>(o.dst + a0) = make_float4(o.s * x[0], o.s * x[1], o.s * x[2], o.s * x[3]);
+        if (vec && a0 + 4 <= kn) store4(o.dst + a0, o.s * x[0], o.s * x[1], o.s * x[2], o.s * x[3]);
         else
 #pragma unroll
           for (int u = 0; u < 4; ++u)
-            if (a0 + u < kn) o.dst[a0 + u] = o.s * x[u];
+            if (a0 + u < kn) o.dst[a0 + u] = from_f32<T>(o.s * x[u]);
       }
     }
 #pragma unroll
@@ -893,7 +934,8 @@ __device__ __forceinline__ void warp_abt_swz(float (&acc)[NT][2][4], const __nv_
 }
 
 //! grid (max_chunks, HV, KP / bwd_kt), dqkg_threads, dqkg_smem bytes; bf16, gated_key. Writes dk (and
-//! ⟨k_j, dk̃_j⟩ into dotbuf slot 0) from warps 0–7, dq (⟨q_t, dq̂_t⟩, slot 1) from warps 8–15, and dg.
+//! ⟨k_j, dk̃_j⟩ into dotbuf slot 0) from warps 0–7, dq (⟨q_t, dq̂_t⟩, slot 1) from warps 8–15, and dg —
+//! into the fp32 partials, or the bf16 gradients themselves where dq_out / dk_out / dg_out are set.
 template <class D, class Dev, int KP>
 __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const chunk_bwd_params<Dev> p) {
   static_assert(decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>, "chunk_bwd_dqkg_kernel: bf16 inputs, per-key decays");
@@ -956,7 +998,8 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
     stage_rows_swz(Or, C, p.dO, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
   }
   asm volatile("cp.async.commit_group;\n" ::: "memory");
-  if (p.dg) {  // the floor bits of the writing rows (Γ summed the floored gates: dg is exactly 0 there)
+  const bool want_dg = p.dg || p.dg_out;
+  if (want_dg) {  // the floor bits of the writing rows (Γ summed the floored gates: dg is exactly 0 there)
     for (int e = warp; e < C * (KT / 32); e += nt >> 5) {
       const int t = e / (KT / 32), a = (e % (KT / 32)) * 32 + lane;
       const chunk_record& r = recs[t];
@@ -1038,7 +1081,12 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
       for (int q = 0; q < parts; ++q) inter += cpart[q * KT + a];
       cn[a] = a < kn ? cn[a] * __expf(G[(C - 1) * KT + a]) + inter : 0.f;
     }
-    if (p.dk || p.dotbuf)  // dk = w dk̃ and ⟨k_j, dk̃_j⟩ over the tile
+    if (p.dk_out)  // dk = w dk̃ straight into the gradient tensor (one slot: row r.hv)
+      write_rows(Rk, Ks, rows_vec4(p.dk_out, K), 0, [&](int j) {
+        const chunk_record& r = recs[j];
+        return row_out_t<Dev>{r.wr ? p.dk_out + r.hv * K + k0 : nullptr, r.w};
+      });
+    else if (p.dk || p.dotbuf)  // dk = w dk̃ and ⟨k_j, dk̃_j⟩ over the tile
       write_rows(Rk, Ks, K % 4 == 0 && aligned16(p.dk), 0, [&](int j) {
         const chunk_record& r = recs[j];
         return row_out{r.wr && p.dk ? p.dk + (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 : nullptr, r.w};
@@ -1046,13 +1094,18 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   } else {
     dqk_warp_tiles<false>(Rq, ldr, dAs, lda, Ks, ldk, G, KT, recs, slow, kn, rw, 8);
     named_barrier(2, role_threads);
-    if (p.dq || p.dotbuf)  // dq = r dq̂ and ⟨q_t, dq̂_t⟩ over the tile
+    if (p.dq_out)  // dq = r dq̂ straight into the gradient tensor (one slot: row r.hv)
+      write_rows(Rq, Qs, rows_vec4(p.dq_out, K), 1, [&](int t) {
+        const chunk_record& r = recs[t];
+        return row_out_t<Dev>{r.rd ? p.dq_out + r.hv * K + k0 : nullptr, r.r};
+      });
+    else if (p.dq || p.dotbuf)  // dq = r dq̂ and ⟨q_t, dq̂_t⟩ over the tile
       write_rows(Rq, Qs, K % 4 == 0 && aligned16(p.dq), 1, [&](int t) {
         const chunk_record& r = recs[t];
         return row_out{r.rd && p.dq ? p.dq + (r.hv * p.Rr + r.slot) * K + k0 : nullptr, r.r};
       });
   }
-  if (!p.dg) return;  // uniform over the block
+  if (!want_dg) return;  // uniform over the block
   __syncthreads();  // R_k, R_q and c_n final
 
   // 4. dg_u = Σ_{t ≥ u in chunk} (q_t ⊙ dq_t − k_t ⊙ dk_t) + c_n on the writing rows, with dq_t = r_t dq̂_t and
@@ -1066,7 +1119,12 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
       if (a < kn) {
         if (r.rd) acc += to_f32(Qs[t * ldk + a]) * (r.r * Rq[t * ldr + a]);
         if (r.wr) acc -= kf(t, a) * (r.w * Rk[t * ldr + a]);
-        if (r.wr) p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a] = (floor_bits[t][a >> 5] >> (a & 31) & 1u) ? 0.f : acc + cna;
+        if (r.wr) {
+          const float x = (floor_bits[t][a >> 5] >> (a & 31) & 1u) ? 0.f : acc + cna;
+          const index_t o = (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a;
+          if (p.dg_out) p.dg_out[o] = from_f32<Dev>(x);  // direct store (one slot: o = r.hv · K + k0 + a)
+          else p.dg[o] = x;
+        }
       }
     }
   }
@@ -1458,7 +1516,7 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, b
         chunk_bwd_da_kernel<D, Dev><<<dim3(ch, hv), bwd_threads, da_smem().bytes, stream>>>(p);
         check_launch("chunk_bwd_da_kernel", api);
       }
-      if (p.dv) {
+      if (p.dv || p.dv_out) {
         const unsigned tv = static_cast<unsigned>((p.V + bwd_tv - 1) / bwd_tv);
         chunk_bwd_dv_kernel<D, Dev, KP><<<dim3(ch, hv, tv), bwd_threads, dv_smem<KP>().bytes, stream>>>(p);
         check_launch("chunk_bwd_dv_kernel", api);

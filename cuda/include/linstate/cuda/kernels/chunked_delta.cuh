@@ -29,7 +29,9 @@
 //      D ← e^{G_C} D + (diag(e^G) Q)ᵀ dO − Wᵀ dVn; the last D is ∂L/∂h0;
 //   5. delta_grad_kernel   (per chunk, value head; 16 warps, one block per SM at ≈ 217 KiB of shared
 //      memory): every gradient of the chunk — q, k, v, β, g and the router weights — into the per-slot
-//      partials of backward.cuh's contract (Z = 1). Its V-long products (gemm_abt_staged) stage slabs
+//      partials of backward.cuh's contract (Z = 1), or, for a gradient with one slot (backward.cuh's
+//      single_slot_gradients), into the user's tensor itself (dq_out … dbeta_out, rounded once from the
+//      same fp32 value; the combine pass skips it). Its V-long products (gemm_abt_staged) stage slabs
 //      (16 fp32 columns; for bf16 inputs 32 columns split once into bf16 hi / lo halves) with the next
 //      slab's float4 loads in flight while the current one is multiplied.
 // All arithmetic is fp32 (the buffers, the WY solve, the sequential kernels' own row/column dot
@@ -96,6 +98,7 @@ struct delta_params : chunk_bwd_params<Dev> {
   float* dVn = nullptr;    // [chunks, HV, C, V]
   float* ws = nullptr;     // [chunks, HV, C, 2K + V]
   float* dbeta = nullptr;  // [tokens, HV, Rw]
+  Dev* dbeta_out = nullptr;  // [tokens, HV]: the direct store of dbeta (one slot; as chunk_bwd_params::dq_out)
 };
 
 //! Floats of scratch per chunk and value head besides the states (hbuf) and their adjoints (dbuf):
@@ -1131,7 +1134,8 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
       for (int j = lane; j < V; j += 32) {
         const float y = ws3[static_cast<index_t>(i) * V + j];
         vb = fmaf(y, to_f32(p.v[r.hv * V + j]), vb);
-        if (p.dv) p.dv[(r.hv * p.Rw + wsl) * V + j] = b[i] * y;
+        if (p.dv_out) p.dv_out[r.hv * V + j] = from_f32<Dev>(b[i] * y);  // direct store (one slot)
+        else if (p.dv) p.dv[(r.hv * p.Rw + wsl) * V + j] = b[i] * y;
       }
     }
     kb = warp_sum(kb), vb = warp_sum(vb);
@@ -1177,34 +1181,42 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
   // per record: raw gradients into the partials
   for (int i = warp; i < C; i += nwarps) {
     const chunk_record& r = recs[i];
-    if (r.rd && (p.dq || p.dcr)) {
+    if (r.rd && (p.dq || p.dq_out || p.dcr)) {
       const float iq = p.qinv[o.c + i];
       float d = 0.f;
       for (int a = lane; a < K; a += 32) d = fmaf(p.qn[o.ck + i * K + a], dQ[i * lk + a], d);
       d = warp_sum(d);  // ⟨q̂, ∂L/∂Q⟩
-      if (p.dq)
+      if (p.dq || p.dq_out)
         for (int a = lane; a < K; a += 32) {
           const float g = dQ[i * lk + a] - (p.l2norm ? p.qn[o.ck + i * K + a] * d : 0.f);
-          p.dq[(r.hv * p.Rr + r.slot) * K + a] = r.r * iq * g;
+          if (p.dq_out) p.dq_out[r.hv * K + a] = from_f32<Dev>(r.r * iq * g);  // direct store (one slot)
+          else p.dq[(r.hv * p.Rr + r.slot) * K + a] = r.r * iq * g;
         }
       if (lane == 0 && at.routed && p.dcr) p.dcr[r.hv * p.N + at.n] = p.scale * d;
     }
     if (r.wr) {
       const int wsl = write_slot(p, r, at);
-      if (p.dk) {
+      if (p.dk || p.dk_out) {
         const float ik = p.kinv[o.c + i];
         float d = 0.f;
         if (p.l2norm)
           for (int a = lane; a < K; a += 32) d = fmaf(Kn[i * lk + a], dK[i * lk + a], d);
         d = warp_sum(d);
-        for (int a = lane; a < K; a += 32) p.dk[(r.hv * p.Rw + wsl) * K + a] = ik * (dK[i * lk + a] - Kn[i * lk + a] * d);
+        for (int a = lane; a < K; a += 32) {
+          const float x = ik * (dK[i * lk + a] - Kn[i * lk + a] * d);
+          if (p.dk_out) p.dk_out[r.hv * K + a] = from_f32<Dev>(x);  // direct store (one slot)
+          else p.dk[(r.hv * p.Rw + wsl) * K + a] = x;
+        }
       }
       if (lane == 0) {
         float dbeta = 0.f, dcw = 0.f;  // the policy's adjoint of b(β, w)
         D::write_strength_backward(to_f32(src.beta[r.hv]), r.w, db[i], dbeta, dcw);
-        if (p.dbeta) p.dbeta[r.hv * p.Rw + wsl] = dbeta;
+        if (p.dbeta_out) p.dbeta_out[r.hv] = from_f32<Dev>(dbeta);  // direct stores (one slot)
+        else if (p.dbeta) p.dbeta[r.hv * p.Rw + wsl] = dbeta;
         // G summed the floored gates: ∂L/∂g is exactly 0 below detail::chunked_log_decay_floor
-        if (p.dg) p.dg[r.hv * p.Rw + wsl] = detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv, 0))) ? 0.f : dG[i];
+        const float dg = detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv, 0))) ? 0.f : dG[i];
+        if (p.dg_out) p.dg_out[r.hv] = from_f32<Dev>(dg);
+        else if (p.dg) p.dg[r.hv * p.Rw + wsl] = dg;
         if (at.routed && p.dcw) p.dcw[r.hv * p.N + at.n] = dcw;
       }
     }
