@@ -182,7 +182,7 @@ template <class D, class R, class Scalar>
 void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, float* state, Scalar* o,
          index_t chunk, bool gather, saved_states* keep = nullptr, const void* variant = nullptr) {
   constexpr bool generic = detail::is_generic<D>;
-  const index_t S = pb.S, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P;
+  const index_t S = pb.S, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P, H = pb.H, GW = pb.gate_width();
   call_buffers<forward_buffers> cb;
   forward_buffers& fb = cb.get(R::routes ? pb.tokens() * pb.N : 0);
   detail::routing& rt = fb.rt;
@@ -210,6 +210,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
   const bool resident = pb.tokens() > S || static_cast<double>(S * P * HV * K * V) <= resident_states;
   (void)nthreads;
   (void)parallel;
+  (void)H, (void)GW;  // read by the chunked lockstep loop only
   // One partition that sees every token (GLA, GDN and the other single-state variants), chunked:
   // each thread takes a block of value heads of a sequence and runs them chunk by chunk in lockstep,
   // so a chunk's input rows of neighbouring heads, which share pages (a token's heads are contiguous),
@@ -254,10 +255,24 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
     else {
       csc.reserve(chunk, K, V);
+      csc.next.clear();  // no prefetch unless the lockstep loop below names the next chunk's rows
       // the bf16-product path (tags.hpp linstate::cpu::bf16_products; kernels.hpp chunk_step)
       csc.bf16_products = cpu_bf16_dot && be.bf16_products && std::is_same_v<Scalar, Eigen::bfloat16>;
       if (csc.bf16_products) csc.reserve_bf16(chunk, K, V);
     }
+    // the chunked lockstep loops: names the input rows of the chunk [cn, cn + chunk) of stream st, head hn,
+    // for chunk_step to prefetch during its products (none past the stream's end)
+    [[maybe_unused]] auto name_next = [&](const source<Scalar>& src, const stream& st, index_t cn, index_t hn) {
+      gemm::prefetch_lines& nx = csc.next;
+      nx.clear();
+      if (cn >= st.n) return;
+      const index_t hk = pb.key_head(hn), sz = sizeof(Scalar);
+      nx.start(st.token, st.first, cn, std::min(chunk, st.n - cn));
+      nx.add(src.q + hk * K, H * K * sz, K * sz);
+      nx.add(src.k + hk * K, H * K * sz, K * sz);
+      nx.add(src.v + hn * V, HV * V * sz, V * sz);
+      if (src.g && GW > 0) nx.add(src.g + hn * GW, HV * GW * sz, GW * sz);
+    };
     acc_buffer o_acc;
     if (!lockstep && !lockstep_multi) acc_buffer::reserve(static_cast<std::size_t>(longest * V));
     if (lockstep_multi) {
@@ -289,7 +304,12 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
                 const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, rows, tok0};
                 bool any_r;
                 if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, src, st, tg, c0, chunk, dsc);
-                else any_r = chunk_step<D>(pb, src, st, tg, c0, chunk, csc);
+                else {
+                  // the next (chunk, head) of this partition, as the single-partition loop below (none
+                  // across partitions)
+                  name_next(src, st, hv + 1 < hv1 ? c0 : c0 + chunk, hv + 1 < hv1 ? hv + 1 : hv0);
+                  any_r = chunk_step<D>(pb, src, st, tg, c0, chunk, csc);
+                }
                 const index_t m = std::min(chunk, st.n - c0);
                 const RowMat& O = is_delta<D> ? dsc.O : csc.O;
                 LINSTATE_PHASE_START;
@@ -308,6 +328,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
                 LINSTATE_PHASE(store);
               }
           }
+          if constexpr (!is_delta<D>) csc.next.clear();
           if (!direct)
             for (index_t t = 0; t < len; ++t)
               for (index_t hv = hv0; hv < hv1; ++hv) {
@@ -349,7 +370,14 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
               if (saved) gemm::transpose(K, V, tg.state, tg.ld, saved + sa::offset(*keep, s, hv) + (c0 / chunk) * K * V, K);
               bool any_r;
               if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, main_src, st, tg, c0, chunk, dsc);
-              else any_r = chunk_step<D>(pb, main_src, st, tg, c0, chunk, csc);
+              else {
+                // the rows of the (chunk, head) this thread runs next, read from memory while this one's
+                // products run (gemm::prefetch_lines): the next head of the block, or the block's first
+                // head in the next chunk
+                const index_t hn = hv + 1 < hv1 ? hv + 1 : hv0, cn = hv + 1 < hv1 ? c0 : c0 + chunk;
+                name_next(main_src, st, cn, hn);
+                any_r = chunk_step<D>(pb, main_src, st, tg, c0, chunk, csc);
+              }
               if (!any_r) continue;
               const RowMat& O = is_delta<D> ? dsc.O : csc.O;
               LINSTATE_PHASE_START;
@@ -365,6 +393,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
             for (index_t hv = hv0; hv < hv1; ++hv)
               for (index_t a = 0; a < K; ++a)
                 std::copy_n(hpad + ((hv - hv0) * K + a) * ldh, V, state + ((s * HV + hv) * K + a) * V);
+          if constexpr (!is_delta<D>) csc.next.clear();
         }
       }
     } else {
