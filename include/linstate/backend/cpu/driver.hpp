@@ -110,7 +110,7 @@ inline head_block head_block_of(const problem& pb, index_t job, index_t blocks) 
   return {s, pb.HV * b / blocks, pb.HV * (b + 1) / blocks, tok0, pb.seq[static_cast<std::size_t>(s + 1)] - tok0};
 }
 
-//! The lockstep form's copies of a block's states with padded rows (one thread's; see run's lockstep loop).
+//! The lockstep forms' copies of a block's states with padded rows (one thread's; see run's lockstep loops).
 struct padded_state_buffer {
   std::vector<float> h;
 };
@@ -120,6 +120,21 @@ template <class Scratch>
 Scratch& thread_scratch() {
   static thread_local Scratch s;
   return s;
+}
+
+//! The states of value heads [hv0, hv1) (head hv's [K,V] at st0 + hv·K·V) copied into this thread's
+//! padded_state_buffer with rows of ldh floats; returns the copy (head hv's at + (hv − hv0)·K·ldh).
+inline float* padded_states_in(const float* st0, index_t hv0, index_t hv1, index_t K, index_t V, index_t ldh) {
+  std::vector<float>& hp = thread_scratch<padded_state_buffer>().h;
+  hp.resize(static_cast<std::size_t>((hv1 - hv0) * K * ldh));
+  for (index_t hv = hv0; hv < hv1; ++hv)
+    for (index_t a = 0; a < K; ++a) std::copy_n(st0 + (hv * K + a) * V, V, hp.data() + ((hv - hv0) * K + a) * ldh);
+  return hp.data();
+}
+//! padded_states_in's copy written back.
+inline void padded_states_out(const float* hpad, float* st0, index_t hv0, index_t hv1, index_t K, index_t V, index_t ldh) {
+  for (index_t hv = hv0; hv < hv1; ++hv)
+    for (index_t a = 0; a < K; ++a) std::copy_n(hpad + ((hv - hv0) * K + a) * ldh, V, st0 + (hv * K + a) * V);
 }
 
 //! The fp32 output accumulator of one task, n zeros: up to `small` floats a per-thread buffer kept from
@@ -298,10 +313,17 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
             const bool is_shared = pb.shared && p == 0;
             const source<Scalar>& src = is_shared ? shared_src : main_src;
             const stream st = partition_stream(pb, s, p, routed, rs);
+            // the partition's states in this thread's copies with padded rows, as in the single-partition
+            // loop below (L1 set conflicts of 128-float rows)
+            float* const st0 = state + (s * P + p) * HV * K * V;
+            const index_t ldh = padded_cols(V);
+            const bool padded = ldh != V && st.n > 0;
+            float* const hpad = padded ? padded_states_in(st0, hv0, hv1, K, V, ldh) : nullptr;
             for (index_t c0 = 0; c0 < st.n; c0 += chunk)
               for (index_t hv = hv0; hv < hv1; ++hv) {
                 float* const rows = direct ? o32 + (tok0 * HV + hv) * V : acc + (hv - hv0) * V;
-                const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, rows, tok0};
+                const target tg{pb.key_head(hv), hv, padded ? hpad + (hv - hv0) * K * ldh : st0 + hv * K * V, rows, tok0,
+                                padded ? ldh : V};
                 bool any_r;
                 if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, src, st, tg, c0, chunk, dsc);
                 else {
@@ -327,6 +349,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
                 }
                 LINSTATE_PHASE(store);
               }
+            if (padded) padded_states_out(hpad, st0, hv0, hv1, K, V, ldh);
           }
           if constexpr (!is_delta<D>) csc.next.clear();
           if (!direct)
@@ -353,15 +376,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
           // sequence's first chunk and back after its last: the same values, elsewhere.
           const index_t ldh = padded_cols(V);
           const bool padded = ldh != V && len > 0;
-          float* hpad = nullptr;
-          if (padded) {
-            std::vector<float>& hp = thread_scratch<padded_state_buffer>().h;
-            hp.resize(static_cast<std::size_t>((hv1 - hv0) * K * ldh));
-            hpad = hp.data();
-            for (index_t hv = hv0; hv < hv1; ++hv)
-              for (index_t a = 0; a < K; ++a)
-                std::copy_n(state + ((s * HV + hv) * K + a) * V, V, hpad + ((hv - hv0) * K + a) * ldh);
-          }
+          float* const hpad = padded ? padded_states_in(state + s * HV * K * V, hv0, hv1, K, V, ldh) : nullptr;
           for (index_t c0 = 0; c0 < len; c0 += chunk)
             for (index_t hv = hv0; hv < hv1; ++hv) {
               const target tg{pb.key_head(hv), hv,
@@ -389,10 +404,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
               }
               LINSTATE_PHASE(store);
             }
-          if (padded)
-            for (index_t hv = hv0; hv < hv1; ++hv)
-              for (index_t a = 0; a < K; ++a)
-                std::copy_n(hpad + ((hv - hv0) * K + a) * ldh, V, state + ((s * HV + hv) * K + a) * V);
+          if (padded) padded_states_out(hpad, state + s * HV * K * V, hv0, hv1, K, V, ldh);
           if constexpr (!is_delta<D>) csc.next.clear();
         }
       }

@@ -312,7 +312,7 @@ struct chunk_scratch {
   RowVec gamma, egamma;
   std::vector<double> gsum;  // [K] the running sum Γ of the current chunk, in fp64 (see chunk_log_decays)
   //! The input rows of the chunk this thread runs next, prefetched during this chunk's products (set by
-  //! the driver's lockstep loop before each chunk_step; empty: none).
+  //! the driver's lockstep loops before each chunk_step; empty: none).
   gemm::prefetch_lines next;
   //! The bf16-product path (linstate::cpu::bf16_products, bf16 inputs, AVX-512 BF16 builds): set by the
   //! driver for each call; its operands as bf16 pair words (gemm_bf16.hpp), sized by reserve_bf16.
