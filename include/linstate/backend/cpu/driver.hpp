@@ -267,7 +267,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     delta_scratch& dsc = thread_scratch<delta_scratch>();
     if constexpr (generic) gsc.reserve(K, V, pb.gate_width());
     else if (chunk == 0) rsc.reserve(K, V), rsc.blocked = resident;
-    else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
+    else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V), dsc.next.clear();
     else {
       csc.reserve(chunk, K, V);
       csc.next.clear();  // no prefetch unless the lockstep loop below names the next chunk's rows
@@ -278,7 +278,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     // the chunked lockstep loops: names the input rows of the chunk [cn, cn + chunk) of stream st, head hn,
     // for chunk_step to prefetch during its products (none past the stream's end)
     [[maybe_unused]] auto name_next = [&](const source<Scalar>& src, const stream& st, index_t cn, index_t hn) {
-      gemm::prefetch_lines& nx = csc.next;
+      gemm::prefetch_lines& nx = is_delta<D> ? dsc.next : csc.next;
       nx.clear();
       if (cn >= st.n) return;
       const index_t hk = pb.key_head(hn), sz = sizeof(Scalar);
@@ -287,6 +287,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
       nx.add(src.k + hk * K, H * K * sz, K * sz);
       nx.add(src.v + hn * V, HV * V * sz, V * sz);
       if (src.g && GW > 0) nx.add(src.g + hn * GW, HV * GW * sz, GW * sz);
+      else if (src.beta) nx.add(src.beta + hn, HV * sz, sz);  // (with g: β's rows share g's lines' pages)
     };
     acc_buffer o_acc;
     if (!lockstep && !lockstep_multi) acc_buffer::reserve(static_cast<std::size_t>(longest * V));
@@ -324,14 +325,12 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
                 float* const rows = direct ? o32 + (tok0 * HV + hv) * V : acc + (hv - hv0) * V;
                 const target tg{pb.key_head(hv), hv, padded ? hpad + (hv - hv0) * K * ldh : st0 + hv * K * V, rows, tok0,
                                 padded ? ldh : V};
+                // the next (chunk, head) of this partition, as the single-partition loop below (none across
+                // partitions)
+                name_next(src, st, hv + 1 < hv1 ? c0 : c0 + chunk, hv + 1 < hv1 ? hv + 1 : hv0);
                 bool any_r;
                 if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, src, st, tg, c0, chunk, dsc);
-                else {
-                  // the next (chunk, head) of this partition, as the single-partition loop below (none
-                  // across partitions)
-                  name_next(src, st, hv + 1 < hv1 ? c0 : c0 + chunk, hv + 1 < hv1 ? hv + 1 : hv0);
-                  any_r = chunk_step<D>(pb, src, st, tg, c0, chunk, csc);
-                }
+                else any_r = chunk_step<D>(pb, src, st, tg, c0, chunk, csc);
                 const index_t m = std::min(chunk, st.n - c0);
                 const RowMat& O = is_delta<D> ? dsc.O : csc.O;
                 LINSTATE_PHASE_START;
@@ -351,7 +350,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
               }
             if (padded) padded_states_out(hpad, st0, hv0, hv1, K, V, ldh);
           }
-          if constexpr (!is_delta<D>) csc.next.clear();
+          (is_delta<D> ? dsc.next : csc.next).clear();
           if (!direct)
             for (index_t t = 0; t < len; ++t)
               for (index_t hv = hv0; hv < hv1; ++hv) {
@@ -383,16 +382,12 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
                               padded ? hpad + (hv - hv0) * K * ldh : state + (s * HV + hv) * K * V, nullptr, tok0,
                               padded ? ldh : V};
               if (saved) gemm::transpose(K, V, tg.state, tg.ld, saved + sa::offset(*keep, s, hv) + (c0 / chunk) * K * V, K);
+              // the rows of the (chunk, head) this thread runs next, read from memory while this one's products
+              // run (gemm::prefetch_lines): the next head of the block, or the block's first head in the next chunk
+              name_next(main_src, st, hv + 1 < hv1 ? c0 : c0 + chunk, hv + 1 < hv1 ? hv + 1 : hv0);
               bool any_r;
               if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, main_src, st, tg, c0, chunk, dsc);
-              else {
-                // the rows of the (chunk, head) this thread runs next, read from memory while this one's
-                // products run (gemm::prefetch_lines): the next head of the block, or the block's first
-                // head in the next chunk
-                const index_t hn = hv + 1 < hv1 ? hv + 1 : hv0, cn = hv + 1 < hv1 ? c0 : c0 + chunk;
-                name_next(main_src, st, cn, hn);
-                any_r = chunk_step<D>(pb, main_src, st, tg, c0, chunk, csc);
-              }
+              else any_r = chunk_step<D>(pb, main_src, st, tg, c0, chunk, csc);
               if (!any_r) continue;
               const RowMat& O = is_delta<D> ? dsc.O : csc.O;
               LINSTATE_PHASE_START;
@@ -405,7 +400,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
               LINSTATE_PHASE(store);
             }
           if (padded) padded_states_out(hpad, state + s * HV * K * V, hv0, hv1, K, V, ldh);
-          if constexpr (!is_delta<D>) csc.next.clear();
+          (is_delta<D> ? dsc.next : csc.next).clear();
         }
       }
     } else {
