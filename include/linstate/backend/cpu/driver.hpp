@@ -277,7 +277,9 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     }
     // the chunked lockstep loops: names the input rows of the chunk [cn, cn + chunk) of stream st, head hn,
     // for chunk_step to prefetch during its products (none past the stream's end)
-    [[maybe_unused]] auto name_next = [&](const source<Scalar>& src, const stream& st, index_t cn, index_t hn) {
+    // (and, where the loop over partitions adds to them in place, o's rows: out = o's row of token 0, head hn)
+    [[maybe_unused]] auto name_next = [&](const source<Scalar>& src, const stream& st, index_t cn, index_t hn,
+                                          const Scalar* out = nullptr) {
       gemm::prefetch_lines& nx = is_delta<D> ? dsc.next : csc.next;
       nx.clear();
       if (cn >= st.n) return;
@@ -288,6 +290,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
       nx.add(src.v + hn * V, HV * V * sz, V * sz);
       if (src.g && GW > 0) nx.add(src.g + hn * GW, HV * GW * sz, GW * sz);
       else if (src.beta) nx.add(src.beta + hn, HV * sz, sz);  // (with g: β's rows share g's lines' pages)
+      if (out) nx.add(out, HV * V * sz, V * sz, true);
     };
     acc_buffer o_acc;
     if (!lockstep && !lockstep_multi) acc_buffer::reserve(static_cast<std::size_t>(longest * V));
@@ -327,7 +330,10 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
                                 padded ? ldh : V};
                 // the next (chunk, head) of this partition, as the single-partition loop below (none across
                 // partitions)
-                name_next(src, st, hv + 1 < hv1 ? c0 : c0 + chunk, hv + 1 < hv1 ? hv + 1 : hv0);
+                {
+                  const index_t hn = hv + 1 < hv1 ? hv + 1 : hv0;
+                  name_next(src, st, hv + 1 < hv1 ? c0 : c0 + chunk, hn, direct ? o + hn * V : nullptr);
+                }
                 bool any_r;
                 if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, src, st, tg, c0, chunk, dsc);
                 else any_r = chunk_step<D>(pb, src, st, tg, c0, chunk, csc);
@@ -384,6 +390,8 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
               if (saved) gemm::transpose(K, V, tg.state, tg.ld, saved + sa::offset(*keep, s, hv) + (c0 / chunk) * K * V, K);
               // the rows of the (chunk, head) this thread runs next, read from memory while this one's products
               // run (gemm::prefetch_lines): the next head of the block, or the block's first head in the next chunk
+              // (not o's rows, which this loop only writes: prefetching them for writing measured ×1.02 slower
+              // in GLA prefill, docs/benchmarks.md "Issue 13, session 16")
               name_next(main_src, st, hv + 1 < hv1 ? c0 : c0 + chunk, hv + 1 < hv1 ? hv + 1 : hv0);
               bool any_r;
               if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, main_src, st, tg, c0, chunk, dsc);

@@ -76,14 +76,17 @@ inline void for_row_tiles(index_t m, index_t i0, Run&& run) {
 //! Lines to bring towards the caches while the products run, a few after each register tile: the input rows
 //! of the chunk the thread runs next (driver.hpp's lockstep loops), so that reading them from memory overlaps
 //! the products instead of stalling the staging loop that loads them (docs/benchmarks.md, "Issue 13, session
-//! 16"). Up to 4 arrays; step i of the next chunk reads token tok(i) = token ? token[i] : first + i, and
-//! array a's row of token t lies at base[a] + t·stride[a] bytes, `lines[a]` cache lines long. Prefetched row
-//! by row (every array's row of step i, then of i + 1), `per_step` lines a step (prefetcht0: on the Zen 3 VM
-//! it measured better than prefetcht1). Prefetches change no value: the same bits with or without them.
+//! 16"). Up to 5 arrays; step i of the next chunk reads token tok(i) = token ? token[i] : first + i, and
+//! array a's row of token t lies at base[a] + t·stride[a] bytes, `lines[a]` cache lines long (an array the
+//! chunk writes, the output rows, with a prefetch for writing: prefetchw where the target has it). Prefetched
+//! row by row (every array's row of step i, then of i + 1), `per_step` lines a step (prefetcht0: on the Zen 3
+//! VM it measured better than prefetcht1). Prefetches change no value: the same bits with or without them.
 struct prefetch_lines {
   static constexpr index_t line = 64;
-  const char* base[4] = {};
-  index_t stride[4] = {}, lines[4] = {};
+  static constexpr int max_arrays = 5;
+  const char* base[max_arrays] = {};
+  index_t stride[max_arrays] = {}, lines[max_arrays] = {};
+  bool write[max_arrays] = {};
   const index_t* token = nullptr;
   index_t first = 0, rows = 0;  // rows: the steps to prefetch (0: none)
   int arrays = 0, per_step = 8;
@@ -95,10 +98,11 @@ struct prefetch_lines {
     token = tok ? tok + i0 : nullptr, first = tok_first + i0, rows = n, arrays = 0, r = 0, l = 0, a = 0;
   }
   void clear() { rows = 0, arrays = 0; }
-  //! Appends one array: p at token 0, stride_bytes between tokens, `bytes` read per token.
-  void add(const void* p, index_t stride_bytes, index_t bytes) {
-    if (bytes <= 0 || arrays == 4) return;
+  //! Appends one array: p at token 0, stride_bytes between tokens, `bytes` read (or written: w) per token.
+  void add(const void* p, index_t stride_bytes, index_t bytes, bool w = false) {
+    if (bytes <= 0 || arrays == max_arrays) return;
     base[arrays] = static_cast<const char*>(p), stride[arrays] = stride_bytes, lines[arrays] = (bytes + line - 1) / line;
+    write[arrays] = w;
     ++arrays;
   }
   void step() {
@@ -106,7 +110,9 @@ struct prefetch_lines {
     for (int n = per_step; n > 0 && r < rows; --n) {
 #if LINSTATE_GEMM_KERNEL
       const index_t t = token ? token[r] : first + r;
-      _mm_prefetch(base[a] + t * stride[a] + l * line, _MM_HINT_T0);
+      const char* const p = base[a] + t * stride[a] + l * line;
+      if (write[a]) __builtin_prefetch(p, 1, 3);
+      else __builtin_prefetch(p, 0, 3);  // prefetcht0
 #endif
       if (++l == lines[a]) {
         l = 0;
