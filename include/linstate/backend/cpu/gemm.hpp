@@ -79,9 +79,9 @@ inline void for_row_tiles(index_t m, index_t i0, Run&& run) {
 //! 16"). Up to 5 arrays; step i of the next chunk reads token tok(i) = token ? token[i] : first + i, and
 //! array a's row of token t lies at base[a] + t·stride[a] bytes, `lines[a]` cache lines long (an array the
 //! chunk writes, the output rows, with a prefetch for writing: prefetchw where the target has it). Prefetched
-//! row by row (every array's row of step i, then of i + 1), `per_step` lines a step, with prefetcht1 (into L2:
-//! on the Zen 3 VM prefetcht0 gained as much under load but cost 2–4 % on a quiet machine, where t1 cost
-//! nothing measurable). Prefetches change no value: the same bits with or without them.
+//! row by row (every array's row of step i, then of i + 1), `per_step` lines a step, with prefetcht1 (into L2,
+//! leaving L1 to the products; on the Zen 3 VM t0 and t1 measured alike within the A/B's ±2 %). Prefetches
+//! change no value: the same bits with or without them.
 struct prefetch_lines {
   static constexpr index_t line = 64;
   static constexpr int max_arrays = 5;
