@@ -110,7 +110,7 @@ inline head_block head_block_of(const problem& pb, index_t job, index_t blocks) 
   return {s, pb.HV * b / blocks, pb.HV * (b + 1) / blocks, tok0, pb.seq[static_cast<std::size_t>(s + 1)] - tok0};
 }
 
-//! The lockstep form's copies of a block's states with padded rows (one thread's; see run's lockstep loop).
+//! The lockstep forms' copies of a block's states with padded rows (one thread's; see run's lockstep loops).
 struct padded_state_buffer {
   std::vector<float> h;
 };
@@ -120,6 +120,21 @@ template <class Scratch>
 Scratch& thread_scratch() {
   static thread_local Scratch s;
   return s;
+}
+
+//! The states of value heads [hv0, hv1) (head hv's [K,V] at st0 + hv·K·V) copied into this thread's
+//! padded_state_buffer with rows of ldh floats; returns the copy (head hv's at + (hv − hv0)·K·ldh).
+inline float* padded_states_in(const float* st0, index_t hv0, index_t hv1, index_t K, index_t V, index_t ldh) {
+  std::vector<float>& hp = thread_scratch<padded_state_buffer>().h;
+  hp.resize(static_cast<std::size_t>((hv1 - hv0) * K * ldh));
+  for (index_t hv = hv0; hv < hv1; ++hv)
+    for (index_t a = 0; a < K; ++a) std::copy_n(st0 + (hv * K + a) * V, V, hp.data() + ((hv - hv0) * K + a) * ldh);
+  return hp.data();
+}
+//! padded_states_in's copy written back.
+inline void padded_states_out(const float* hpad, float* st0, index_t hv0, index_t hv1, index_t K, index_t V, index_t ldh) {
+  for (index_t hv = hv0; hv < hv1; ++hv)
+    for (index_t a = 0; a < K; ++a) std::copy_n(hpad + ((hv - hv0) * K + a) * ldh, V, st0 + (hv * K + a) * V);
 }
 
 //! The fp32 output accumulator of one task, n zeros: up to `small` floats a per-thread buffer kept from
@@ -182,7 +197,7 @@ template <class D, class R, class Scalar>
 void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, float* state, Scalar* o,
          index_t chunk, bool gather, saved_states* keep = nullptr, const void* variant = nullptr) {
   constexpr bool generic = detail::is_generic<D>;
-  const index_t S = pb.S, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P;
+  const index_t S = pb.S, HV = pb.HV, K = pb.K, V = pb.V, P = pb.P, H = pb.H, GW = pb.gate_width();
   call_buffers<forward_buffers> cb;
   forward_buffers& fb = cb.get(R::routes ? pb.tokens() * pb.N : 0);
   detail::routing& rt = fb.rt;
@@ -210,6 +225,7 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
   const bool resident = pb.tokens() > S || static_cast<double>(S * P * HV * K * V) <= resident_states;
   (void)nthreads;
   (void)parallel;
+  (void)H, (void)GW;  // read by the chunked lockstep loop only
   // One partition that sees every token (GLA, GDN and the other single-state variants), chunked:
   // each thread takes a block of value heads of a sequence and runs them chunk by chunk in lockstep,
   // so a chunk's input rows of neighbouring heads, which share pages (a token's heads are contiguous),
@@ -251,13 +267,31 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
     delta_scratch& dsc = thread_scratch<delta_scratch>();
     if constexpr (generic) gsc.reserve(K, V, pb.gate_width());
     else if (chunk == 0) rsc.reserve(K, V), rsc.blocked = resident;
-    else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V);
+    else if constexpr (is_delta<D>) dsc.reserve(chunk, K, V), dsc.next.clear();
     else {
       csc.reserve(chunk, K, V);
+      csc.next.clear();  // no prefetch unless the lockstep loop below names the next chunk's rows
       // the bf16-product path (tags.hpp linstate::cpu::bf16_products; kernels.hpp chunk_step)
       csc.bf16_products = cpu_bf16_dot && be.bf16_products && std::is_same_v<Scalar, Eigen::bfloat16>;
       if (csc.bf16_products) csc.reserve_bf16(chunk, K, V);
     }
+    // the chunked lockstep loops: names the input rows of the chunk [cn, cn + chunk) of stream st, head hn,
+    // for chunk_step to prefetch during its products (none past the stream's end)
+    // (and, where the loop over partitions adds to them in place, o's rows: out = o's row of token 0, head hn)
+    [[maybe_unused]] auto name_next = [&](const source<Scalar>& src, const stream& st, index_t cn, index_t hn,
+                                          const Scalar* out = nullptr) {
+      gemm::prefetch_lines& nx = is_delta<D> ? dsc.next : csc.next;
+      nx.clear();
+      if (cn >= st.n) return;
+      const index_t hk = pb.key_head(hn), sz = sizeof(Scalar);
+      nx.start(st.token, st.first, cn, std::min(chunk, st.n - cn));
+      nx.add(src.q + hk * K, H * K * sz, K * sz);
+      nx.add(src.k + hk * K, H * K * sz, K * sz);
+      nx.add(src.v + hn * V, HV * V * sz, V * sz);
+      if (src.g && GW > 0) nx.add(src.g + hn * GW, HV * GW * sz, GW * sz);
+      else if (src.beta) nx.add(src.beta + hn, HV * sz, sz);  // (with g: β's rows share g's lines' pages)
+      if (out) nx.add(out, HV * V * sz, V * sz, true);
+    };
     acc_buffer o_acc;
     if (!lockstep && !lockstep_multi) acc_buffer::reserve(static_cast<std::size_t>(longest * V));
     if (lockstep_multi) {
@@ -283,10 +317,23 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
             const bool is_shared = pb.shared && p == 0;
             const source<Scalar>& src = is_shared ? shared_src : main_src;
             const stream st = partition_stream(pb, s, p, routed, rs);
+            // the partition's states in this thread's copies with padded rows, as in the single-partition
+            // loop below (L1 set conflicts of 128-float rows)
+            float* const st0 = state + (s * P + p) * HV * K * V;
+            const index_t ldh = padded_cols(V);
+            const bool padded = ldh != V && st.n > 0;
+            float* const hpad = padded ? padded_states_in(st0, hv0, hv1, K, V, ldh) : nullptr;
             for (index_t c0 = 0; c0 < st.n; c0 += chunk)
               for (index_t hv = hv0; hv < hv1; ++hv) {
                 float* const rows = direct ? o32 + (tok0 * HV + hv) * V : acc + (hv - hv0) * V;
-                const target tg{pb.key_head(hv), hv, state + ((s * P + p) * HV + hv) * K * V, rows, tok0};
+                const target tg{pb.key_head(hv), hv, padded ? hpad + (hv - hv0) * K * ldh : st0 + hv * K * V, rows, tok0,
+                                padded ? ldh : V};
+                // the next (chunk, head) of this partition, as the single-partition loop below (none across
+                // partitions)
+                {
+                  const index_t hn = hv + 1 < hv1 ? hv + 1 : hv0;
+                  name_next(src, st, hv + 1 < hv1 ? c0 : c0 + chunk, hn, direct ? o + hn * V : nullptr);
+                }
                 bool any_r;
                 if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, src, st, tg, c0, chunk, dsc);
                 else any_r = chunk_step<D>(pb, src, st, tg, c0, chunk, csc);
@@ -307,7 +354,9 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
                 }
                 LINSTATE_PHASE(store);
               }
+            if (padded) padded_states_out(hpad, st0, hv0, hv1, K, V, ldh);
           }
+          (is_delta<D> ? dsc.next : csc.next).clear();
           if (!direct)
             for (index_t t = 0; t < len; ++t)
               for (index_t hv = hv0; hv < hv1; ++hv) {
@@ -332,21 +381,18 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
           // sequence's first chunk and back after its last: the same values, elsewhere.
           const index_t ldh = padded_cols(V);
           const bool padded = ldh != V && len > 0;
-          float* hpad = nullptr;
-          if (padded) {
-            std::vector<float>& hp = thread_scratch<padded_state_buffer>().h;
-            hp.resize(static_cast<std::size_t>((hv1 - hv0) * K * ldh));
-            hpad = hp.data();
-            for (index_t hv = hv0; hv < hv1; ++hv)
-              for (index_t a = 0; a < K; ++a)
-                std::copy_n(state + ((s * HV + hv) * K + a) * V, V, hpad + ((hv - hv0) * K + a) * ldh);
-          }
+          float* const hpad = padded ? padded_states_in(state + s * HV * K * V, hv0, hv1, K, V, ldh) : nullptr;
           for (index_t c0 = 0; c0 < len; c0 += chunk)
             for (index_t hv = hv0; hv < hv1; ++hv) {
               const target tg{pb.key_head(hv), hv,
                               padded ? hpad + (hv - hv0) * K * ldh : state + (s * HV + hv) * K * V, nullptr, tok0,
                               padded ? ldh : V};
               if (saved) gemm::transpose(K, V, tg.state, tg.ld, saved + sa::offset(*keep, s, hv) + (c0 / chunk) * K * V, K);
+              // the rows of the (chunk, head) this thread runs next, read from memory while this one's products
+              // run (gemm::prefetch_lines): the next head of the block, or the block's first head in the next chunk
+              // (not o's rows, which this loop only writes: prefetching them for writing measured ×1.02 slower
+              // in GLA prefill, docs/benchmarks.md "Issue 13, session 16")
+              name_next(main_src, st, hv + 1 < hv1 ? c0 : c0 + chunk, hv + 1 < hv1 ? hv + 1 : hv0);
               bool any_r;
               if constexpr (is_delta<D>) any_r = chunk_step_delta<D>(pb, main_src, st, tg, c0, chunk, dsc);
               else any_r = chunk_step<D>(pb, main_src, st, tg, c0, chunk, csc);
@@ -361,10 +407,8 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
               }
               LINSTATE_PHASE(store);
             }
-          if (padded)
-            for (index_t hv = hv0; hv < hv1; ++hv)
-              for (index_t a = 0; a < K; ++a)
-                std::copy_n(hpad + ((hv - hv0) * K + a) * ldh, V, state + ((s * HV + hv) * K + a) * V);
+          if (padded) padded_states_out(hpad, state + s * HV * K * V, hv0, hv1, K, V, ldh);
+          (is_delta<D> ? dsc.next : csc.next).clear();
         }
       }
     } else {

@@ -73,6 +73,56 @@ inline void for_row_tiles(index_t m, index_t i0, Run&& run) {
   }(std::make_integer_sequence<int, Max - 1>{});
 }
 
+//! Lines to bring towards the caches while the products run, a few after each register tile: the input rows
+//! of the chunk the thread runs next (driver.hpp's lockstep loops), so that reading them from memory overlaps
+//! the products instead of stalling the staging loop that loads them (docs/benchmarks.md, "Issue 13, session
+//! 16"). Up to 5 arrays; step i of the next chunk reads token tok(i) = token ? token[i] : first + i, and
+//! array a's row of token t lies at base[a] + t·stride[a] bytes, `lines[a]` cache lines long (an array the
+//! chunk writes, the output rows, with a prefetch for writing: prefetchw where the target has it). Prefetched
+//! row by row (every array's row of step i, then of i + 1), `per_step` lines a step, with prefetcht1 (into L2,
+//! leaving L1 to the products; on the Zen 3 VM t0 and t1 measured alike within the A/B's ±2 %). Prefetches
+//! change no value: the same bits with or without them.
+struct prefetch_lines {
+  static constexpr index_t line = 64;
+  static constexpr int max_arrays = 5;
+  const char* base[max_arrays] = {};
+  index_t stride[max_arrays] = {}, lines[max_arrays] = {};
+  bool write[max_arrays] = {};
+  const index_t* token = nullptr;
+  index_t first = 0, rows = 0;  // rows: the steps to prefetch (0: none)
+  int arrays = 0, per_step = 8;
+  index_t r = 0, l = 0;  // the cursor: step r, line l of array a
+  int a = 0;
+  //! Names the next chunk: its steps [i0, i0 + n) of a stream (token: the stream's token list or null,
+  //! first: its first token); the arrays are added after.
+  void start(const index_t* tok, index_t tok_first, index_t i0, index_t n) {
+    token = tok ? tok + i0 : nullptr, first = tok_first + i0, rows = n, arrays = 0, r = 0, l = 0, a = 0;
+  }
+  void clear() { rows = 0, arrays = 0; }
+  //! Appends one array: p at token 0, stride_bytes between tokens, `bytes` read (or written: w) per token.
+  void add(const void* p, index_t stride_bytes, index_t bytes, bool w = false) {
+    if (bytes <= 0 || arrays == max_arrays) return;
+    base[arrays] = static_cast<const char*>(p), stride[arrays] = stride_bytes, lines[arrays] = (bytes + line - 1) / line;
+    write[arrays] = w;
+    ++arrays;
+  }
+  void step() {
+    if (arrays == 0) return;
+    for (int n = per_step; n > 0 && r < rows; --n) {
+#if LINSTATE_GEMM_KERNEL
+      const index_t t = token ? token[r] : first + r;
+      const char* const p = base[a] + t * stride[a] + l * line;
+      if (write[a]) __builtin_prefetch(p, 1, 2);
+      else __builtin_prefetch(p, 0, 2);  // prefetcht1
+#endif
+      if (++l == lines[a]) {
+        l = 0;
+        if (++a == arrays) a = 0, ++r;
+      }
+    }
+  }
+};
+
 #if LINSTATE_GEMM_KERNEL
 //! Stores one accumulator into C by the mode.
 template <int Mode>
@@ -137,14 +187,16 @@ inline void tile(index_t k, const float* __restrict a, index_t rsa, index_t csa,
 
 //! Rows [i0, m) of C for one panel of NV·8 columns, in tiles of 6 rows (the last one shorter); each
 //! tile's depth is [0, k) or, for a triangular A, the part of it where the tile's rows can be non-zero.
+//! After each tile, a few of `pf`'s lines are prefetched (when given).
 template <int Mode, int NV, int Shape>
 inline void rows(index_t m, index_t k, const float* a, index_t rsa, index_t csa, const float* b, index_t ldb, float* c,
-                 index_t ldc, index_t i0, const float* rs) {
+                 index_t ldc, index_t i0, const float* rs, prefetch_lines* pf) {
   auto run = [&]<int MR>(std::integral_constant<int, MR>, index_t i) {
     index_t k0 = 0, k1 = k;
     if constexpr (Shape == a_lower) k1 = i + MR < k ? i + MR : k;
     if constexpr (Shape == a_upper) k0 = i < k ? i : k;
     tile<Mode, MR, NV>(k1 - k0, a + i * rsa + k0 * csa, rsa, csa, b + k0 * ldb, ldb, c + i * ldc, ldc, rs + i);
+    if (pf) pf->step();
   };
   for_row_tiles<6>(m, i0, run);
 }
@@ -220,12 +272,13 @@ inline void tile16(index_t k, const float* __restrict a, index_t rsa, index_t cs
 //! as rows() above.
 template <int Mode, int NV, int Shape>
 inline void rows16(index_t m, index_t k, const float* a, index_t rsa, index_t csa, const float* b, index_t ldb, float* c,
-                   index_t ldc, index_t i0, const float* rs) {
+                   index_t ldc, index_t i0, const float* rs, prefetch_lines* pf) {
   auto run = [&]<int MR>(std::integral_constant<int, MR>, index_t i) {
     index_t k0 = 0, k1 = k;
     if constexpr (Shape == a_lower) k1 = i + MR < k ? i + MR : k;
     if constexpr (Shape == a_upper) k0 = i < k ? i : k;
     tile16<Mode, MR, NV>(k1 - k0, a + i * rsa + k0 * csa, rsa, csa, b + k0 * ldb, ldb, c + i * ldc, ldc, rs + i);
+    if (pf) pf->step();
   };
   for_row_tiles<8>(m, i0, run);
 }
@@ -277,22 +330,23 @@ inline void transpose(index_t m, index_t n, const float* __restrict src, index_t
 //! the file comment for the layouts, and `shape` for what a triangular operand saves.
 template <int Mode, int Shape = full>
 inline void product(index_t m, index_t n, index_t k, const float* a, index_t rsa, index_t csa, const float* b, index_t ldb,
-                    float* c, index_t ldc, const float* row_scale = nullptr) {
+                    float* c, index_t ldc, const float* row_scale = nullptr, prefetch_lines* pf = nullptr) {
   if (m <= 0 || n <= 0) return;
+  (void)pf;  // read by the kernels' row loops only
   const float* rs = row_scale;
   if constexpr (Mode != scale_add) rs = b;  // unread (an address that rows() may offset harmlessly)
   index_t j = 0;
 #if LINSTATE_GEMM_AVX512
   // c_lower: a panel of columns [j, j+w) starts at the first tile of 8 rows that reaches row j
   auto first8 = [](index_t jj) { return Shape == c_lower ? jj / 8 * 8 : index_t{0}; };
-  for (; j + 32 <= n; j += 32) rows16<Mode, 2, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first8(j), rs);
-  for (; j + 16 <= n; j += 16) rows16<Mode, 1, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first8(j), rs);
+  for (; j + 32 <= n; j += 32) rows16<Mode, 2, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first8(j), rs, pf);
+  for (; j + 16 <= n; j += 16) rows16<Mode, 1, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first8(j), rs, pf);
 #endif
 #if LINSTATE_GEMM_KERNEL
   // c_lower: a panel of columns [j, j+w) starts at the first tile of 6 rows that reaches row j
   auto first = [](index_t jj) { return Shape == c_lower ? jj / 6 * 6 : index_t{0}; };
-  for (; j + 16 <= n; j += 16) rows<Mode, 2, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first(j), rs);
-  for (; j + 8 <= n; j += 8) rows<Mode, 1, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first(j), rs);
+  for (; j + 16 <= n; j += 16) rows<Mode, 2, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first(j), rs, pf);
+  for (; j + 8 <= n; j += 8) rows<Mode, 1, Shape>(m, k, a, rsa, csa, b + j, ldb, c + j, ldc, first(j), rs, pf);
 #endif
   for (index_t i = 0; i < m; ++i)  // the columns left over (all of them without AVX2)
     for (index_t jj = j; jj < n; ++jj) {

@@ -311,6 +311,9 @@ struct chunk_scratch {
   RowMat Q, Kc, G, Vc, E, Einv, A, O, Kd, EinvT;
   RowVec gamma, egamma;
   std::vector<double> gsum;  // [K] the running sum Γ of the current chunk, in fp64 (see chunk_log_decays)
+  //! The input rows of the chunk this thread runs next, prefetched during this chunk's products (set by
+  //! the driver's lockstep loops before each chunk_step; empty: none).
+  gemm::prefetch_lines next;
   //! The bf16-product path (linstate::cpu::bf16_products, bf16 inputs, AVX-512 BF16 builds): set by the
   //! driver for each call; its operands as bf16 pair words (gemm_bf16.hpp), sized by reserve_bf16.
   bool bf16_products = false;
@@ -487,6 +490,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
   }
   LINSTATE_PHASE(staging);
   if (!any_w && !any_r) return false;
+  [[maybe_unused]] gemm::prefetch_lines* const pf = sc.next.rows > 0 ? &sc.next : nullptr;
   auto Q = scratch_view(sc.Q, m, K);
   auto Kc = scratch_view(sc.Kc, m, K);
   auto Vc = scratch_view(sc.Vc, m, V);
@@ -597,7 +601,8 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       }
       LINSTATE_PHASE(exps);
 #if LINSTATE_GEMM_KERNEL  // gemm.hpp: the products by hand on AVX2 / AVX-512 (C += / = A·B, A through strides)
-      gemm::product<gemm::set>(m, V, K, Qg.data(), Qg.outerStride(), 1, Hm.data(), ldh, O.data(), O.outerStride());
+      gemm::product<gemm::set>(m, V, K, Qg.data(), Qg.outerStride(), 1, Hm.data(), ldh, O.data(), O.outerStride(), nullptr,
+                               pf);
 #else
       O.noalias() = Qg * Hm;
 #endif
@@ -608,7 +613,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
           gemm::transpose(m, K, Einv.data(), Einv.outerStride(), sc.EinvT.data(), sc.EinvT.outerStride());
           // only A's lower triangle is kept (the causal mask below)
           gemm::product<gemm::set, gemm::c_lower>(m, m, K, Qg.data(), Qg.outerStride(), 1, sc.EinvT.data(),
-                                                  sc.EinvT.outerStride(), A.data(), A.outerStride());
+                                                  sc.EinvT.outerStride(), A.data(), A.outerStride(), nullptr, pf);
 #else
           A.noalias() = Qg * Einv.transpose();
 #endif
@@ -620,7 +625,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         LINSTATE_PHASE(other);
 #if LINSTATE_GEMM_KERNEL
         gemm::product<gemm::add, gemm::a_lower>(m, V, m, A.data(), A.outerStride(), 1, Vc.data(), Vc.outerStride(), O.data(),
-                                                O.outerStride());  // A is lower triangular
+                                                O.outerStride(), nullptr, pf);  // A is lower triangular
 #else
         O.noalias() += A * Vc;
 #endif
@@ -636,7 +641,7 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       LINSTATE_PHASE(exps);
 #if LINSTATE_GEMM_KERNEL  // H = diag(e^{γ}) H + Kdᵀ V: the decay in the product's store (gemm::scale_add)
       gemm::product<gemm::scale_add>(K, V, m, Kd.data(), 1, Kd.outerStride(), Vc.data(), Vc.outerStride(), Hm.data(), ldh,
-                                     sc.egamma.data());
+                                     sc.egamma.data(), pf);
 #else
       for (index_t a = 0; a < K; ++a) Hm.row(a) *= sc.egamma(a);
       LINSTATE_PHASE(other);
@@ -679,6 +684,7 @@ void run_chunked(const problem& pb, const source<Scalar>& src, const stream& st,
 struct delta_scratch {  // rows padded as chunk_scratch's (padded_cols; read through scratch_view or row by row)
   RowMat Q, Kc, Vc, L, A, Gam, RHS, Vn, O, KcT;
   std::vector<float> G, beta, sdecay;  // sdecay [K]: the state's decay e^{G_last}, per row (gemm::scale_add)
+  gemm::prefetch_lines next;  // as chunk_scratch's: the next chunk's input rows, prefetched during the products
   void reserve(index_t C, index_t K, index_t V) {
     sdecay.resize(static_cast<std::size_t>(K));
     const index_t pk = padded_cols(K), pv = padded_cols(V), pc = padded_cols(C);
@@ -761,9 +767,10 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
   const float* G = sc.G.data();
   // gemm.hpp's products on AVX2 / AVX-512 (Eigen's elsewhere): C = / += / −= A·B, A through strides
 #if LINSTATE_GEMM_KERNEL
-  auto mul = [](auto md, index_t mm, index_t nn, index_t kk, const float* a, index_t rsa, index_t csa, const float* b,
-                index_t ldb, float* c, index_t ldc) {
-    gemm::product<decltype(md)::value>(mm, nn, kk, a, rsa, csa, b, ldb, c, ldc);
+  gemm::prefetch_lines* const pf = sc.next.rows > 0 ? &sc.next : nullptr;
+  auto mul = [pf](auto md, index_t mm, index_t nn, index_t kk, const float* a, index_t rsa, index_t csa, const float* b,
+                  index_t ldb, float* c, index_t ldc) {
+    gemm::product<decltype(md)::value>(mm, nn, kk, a, rsa, csa, b, ldb, c, ldc, nullptr, pf);
   };
   using set_t = std::integral_constant<int, gemm::set>;
   using sub_t = std::integral_constant<int, gemm::sub>;
@@ -785,7 +792,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     gemm::transpose(m, K, Kc.data(), Kc.outerStride(), sc.KcT.data(), sc.KcT.outerStride());
     // only L's strictly lower triangle is read (the mask below and the unit-lower solve)
     gemm::product<gemm::set, gemm::c_lower>(m, m, K, Kc.data(), Kc.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(),
-                                            L.data(), L.outerStride());
+                                            L.data(), L.outerStride(), nullptr, pf);
 #else
     L.noalias() = Kc * Kc.transpose();
 #endif
@@ -830,7 +837,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
 #if LINSTATE_GEMM_KERNEL
       // A's lower triangle (its upper part is zeroed below)
       gemm::product<gemm::set, gemm::c_lower>(m, m, K, Q.data(), Q.outerStride(), 1, sc.KcT.data(), sc.KcT.outerStride(),
-                                              A.data(), A.outerStride());
+                                              A.data(), A.outerStride(), nullptr, pf);
 #else
       A.noalias() = Q * Kc.transpose();
 #endif
@@ -844,7 +851,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
 #if LINSTATE_GEMM_KERNEL
       mul(set_t{}, m, V, K, Q.data(), Q.outerStride(), 1, Sm.data(), ldh, O.data(), O.outerStride());
       gemm::product<gemm::add, gemm::a_lower>(m, V, m, A.data(), A.outerStride(), 1, Vn.data(), Vn.outerStride(), O.data(),
-                                              O.outerStride());  // A is lower triangular
+                                              O.outerStride(), nullptr, pf);  // A is lower triangular
 #else
       O.noalias() = Q * Sm;
       O.noalias() += A * Vn;
@@ -859,7 +866,7 @@ bool chunk_step_delta(const problem& pb, const source<Scalar>& src, const stream
     std::fill(sc.sdecay.begin(), sc.sdecay.end(), std::exp(glast));
     LINSTATE_PHASE(exps);
     gemm::product<gemm::scale_add>(K, V, m, Kc.data(), 1, Kc.outerStride(), Vn.data(), Vn.outerStride(), Sm.data(), ldh,
-                                   sc.sdecay.data());
+                                   sc.sdecay.data(), pf);
 #else
     Sm *= std::exp(glast);
     LINSTATE_PHASE(exps);
