@@ -944,7 +944,11 @@ __device__ __forceinline__ void warp_abt_swz(float (&acc)[NT][2][4], const __nv_
 //! grid (max_chunks, HV, KP / bwd_kt), dqkg_threads, dqkg_smem bytes; bf16, gated_key. Writes dk (and
 //! ⟨k_j, dk̃_j⟩ into dotbuf slot 0) from warps 0–7, dq (⟨q_t, dq̂_t⟩, slot 1) from warps 8–15, and dg —
 //! into the fp32 partials, or the bf16 gradients themselves where dq_out / dk_out / dg_out are set.
-template <class D, class Dev, int KP>
+//! Sided: a call with a shared partition whose one-slot gradients are stored directly (dq_out0 …):
+//! each row's slot picks its tensor. An instance of its own, because picking it costs the one-partition
+//! path 16 bytes of spilled registers and 5 % of a GLA training step (2.466 → 2.589 ms at T = 32768,
+//! session 16's device call 3); without it the kernel is the one-partition code unchanged.
+template <class D, class Dev, int KP, bool Sided = false>
 __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const chunk_bwd_params<Dev> p) {
   static_assert(decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>, "chunk_bwd_dqkg_kernel: bf16 inputs, per-key decays");
   using Op = Dev;
@@ -1006,9 +1010,10 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
     stage_rows_swz(Or, C, p.dO, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
   }
   asm volatile("cp.async.commit_group;\n" ::: "memory");
-  const bool want_dg = p.dg || p.dg_out || p.dg_out0;
-  // a direct store's tensor for slot `slot`: the shared partition's (slot 0 of a call with one) or the other
-  auto direct_of = [&](Dev* out, Dev* out0, int slot) { return p.shared && slot == 0 ? out0 : out; };
+  const bool want_dg = p.dg || p.dg_out || (Sided && p.dg_out0);
+  // a direct store's tensor (Sided only): the shared partition's for its stream's chunks (slot 0), the
+  // other for every other stream's (one routed slot per token, or the single other partition)
+  auto direct_of = [&](Dev* out, Dev* out0) { return at.is_shared ? out0 : out; };
   if (want_dg) {  // the floor bits of the writing rows (Γ summed the floored gates: dg is exactly 0 there)
     for (int e = warp; e < C * (KT / 32); e += nt >> 5) {
       const int t = e / (KT / 32), a = (e % (KT / 32)) * 32 + lane;
@@ -1091,12 +1096,18 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
       for (int q = 0; q < parts; ++q) inter += cpart[q * KT + a];
       cn[a] = a < kn ? cn[a] * __expf(G[(C - 1) * KT + a]) + inter : 0.f;
     }
-    if (p.dk_out || p.dk_out0)  // dk = w dk̃ straight into the gradient tensor (one slot per side: row r.hv)
-      write_rows(Rk, Ks, rows_vec4(p.dk_out, K) && rows_vec4(p.dk_out0, K), 0, [&](int j) {
-        const chunk_record& r = recs[j];
-        Dev* out = r.wr ? direct_of(p.dk_out, p.dk_out0, write_slot(p, r, at)) : nullptr;
-        return row_out_t<Dev>{out ? out + r.hv * K + k0 : nullptr, r.w};
-      });
+    if (Sided ? (p.dk_out || p.dk_out0) : p.dk_out != nullptr) {  // dk = w dk̃ straight into the gradient tensor(s): row r.hv
+      if constexpr (Sided)
+        write_rows(Rk, Ks, rows_vec4(p.dk_out, K) && rows_vec4(p.dk_out0, K), 0, [&, out = direct_of(p.dk_out, p.dk_out0)](int j) {
+          const chunk_record& r = recs[j];
+          return row_out_t<Dev>{r.wr && out ? out + r.hv * K + k0 : nullptr, r.w};
+        });
+      else
+        write_rows(Rk, Ks, rows_vec4(p.dk_out, K), 0, [&](int j) {
+          const chunk_record& r = recs[j];
+          return row_out_t<Dev>{r.wr ? p.dk_out + r.hv * K + k0 : nullptr, r.w};
+        });
+    }
     else if (p.dk || p.dotbuf)  // dk = w dk̃ and ⟨k_j, dk̃_j⟩ over the tile
       write_rows(Rk, Ks, K % 4 == 0 && aligned16(p.dk), 0, [&](int j) {
         const chunk_record& r = recs[j];
@@ -1105,12 +1116,18 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   } else {
     dqk_warp_tiles<false>(Rq, ldr, dAs, lda, Ks, ldk, G, KT, recs, slow, kn, rw, 8);
     named_barrier(2, role_threads);
-    if (p.dq_out || p.dq_out0)  // dq = r dq̂ straight into the gradient tensor (one slot per side: row r.hv)
-      write_rows(Rq, Qs, rows_vec4(p.dq_out, K) && rows_vec4(p.dq_out0, K), 1, [&](int t) {
-        const chunk_record& r = recs[t];
-        Dev* out = r.rd ? direct_of(p.dq_out, p.dq_out0, r.slot) : nullptr;
-        return row_out_t<Dev>{out ? out + r.hv * K + k0 : nullptr, r.r};
-      });
+    if (Sided ? (p.dq_out || p.dq_out0) : p.dq_out != nullptr) {  // dq = r dq̂ straight into the gradient tensor(s): row r.hv
+      if constexpr (Sided)
+        write_rows(Rq, Qs, rows_vec4(p.dq_out, K) && rows_vec4(p.dq_out0, K), 1, [&, out = direct_of(p.dq_out, p.dq_out0)](int t) {
+          const chunk_record& r = recs[t];
+          return row_out_t<Dev>{r.rd && out ? out + r.hv * K + k0 : nullptr, r.r};
+        });
+      else
+        write_rows(Rq, Qs, rows_vec4(p.dq_out, K), 1, [&](int t) {
+          const chunk_record& r = recs[t];
+          return row_out_t<Dev>{r.rd ? p.dq_out + r.hv * K + k0 : nullptr, r.r};
+        });
+    }
     else if (p.dq || p.dotbuf)  // dq = r dq̂ and ⟨q_t, dq̂_t⟩ over the tile
       write_rows(Rq, Qs, K % 4 == 0 && aligned16(p.dq), 1, [&](int t) {
         const chunk_record& r = recs[t];
@@ -1133,11 +1150,16 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
         if (r.wr) acc -= kf(t, a) * (r.w * Rk[t * ldr + a]);
         if (r.wr) {
           const float x = (floor_bits[t][a >> 5] >> (a & 31) & 1u) ? 0.f : acc + cna;
-          const int ws = write_slot(p, r, at);
-          if (p.dg_out || p.dg_out0) {  // direct store (one slot per side: row r.hv)
-            if (Dev* out = direct_of(p.dg_out, p.dg_out0, ws)) out[r.hv * K + k0 + a] = from_f32<Dev>(x);
+          if constexpr (Sided) {
+            if (p.dg_out || p.dg_out0) {  // direct store (one slot per side: row r.hv)
+              if (Dev* out = direct_of(p.dg_out, p.dg_out0)) out[r.hv * K + k0 + a] = from_f32<Dev>(x);
+            } else {
+              p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a] = x;
+            }
           } else {
-            p.dg[(r.hv * p.Rw + ws) * K + k0 + a] = x;
+            const index_t o = (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a;
+            if (p.dg_out) p.dg_out[o] = from_f32<Dev>(x);  // direct store (one slot: o = r.hv · K + k0 + a)
+            else p.dg[o] = x;
           }
         }
       }
@@ -1457,6 +1479,9 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, b
         check(cudaFuncSetAttribute(chunk_bwd_dqkg_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(dqkg_smem().bytes)),
               "cudaFuncSetAttribute(chunk_bwd_dqkg_kernel)", api);
+        check(cudaFuncSetAttribute(chunk_bwd_dqkg_kernel<D, Dev, KP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(dqkg_smem().bytes)),
+              "cudaFuncSetAttribute(chunk_bwd_dqkg_kernel, sided)", api);
       } else {
         check(cudaFuncSetAttribute(chunk_bwd_da_kernel<D, Dev>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(da_smem().bytes)),
@@ -1537,7 +1562,10 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, b
         check_launch("chunk_bwd_dv_kernel", api);
       }
       if constexpr (dqkg_fused<D>) {  // dA, dq, dk and dg in one kernel (4d)
-        chunk_bwd_dqkg_kernel<D, Dev, KP><<<dim3(ch, hv, KP / bwd_kt), dqkg_threads, dqkg_smem().bytes, stream>>>(p);
+        if (p.dq_out0 || p.dk_out0 || p.dg_out0)
+          chunk_bwd_dqkg_kernel<D, Dev, KP, true><<<dim3(ch, hv, KP / bwd_kt), dqkg_threads, dqkg_smem().bytes, stream>>>(p);
+        else
+          chunk_bwd_dqkg_kernel<D, Dev, KP><<<dim3(ch, hv, KP / bwd_kt), dqkg_threads, dqkg_smem().bytes, stream>>>(p);
         check_launch("chunk_bwd_dqkg_kernel", api);
       } else {
         chunk_bwd_dqk_kernel<D, Dev, KP><<<dim3(ch, hv, 2 * (KP / bwd_kt)), dqk_threads, dqk_smem<D>().bytes, stream>>>(p);
