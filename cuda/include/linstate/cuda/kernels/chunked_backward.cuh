@@ -944,8 +944,8 @@ __device__ __forceinline__ void warp_abt_swz(float (&acc)[NT][2][4], const __nv_
 //! grid (max_chunks, HV, KP / bwd_kt), dqkg_threads, dqkg_smem bytes; bf16, gated_key. Writes dk (and
 //! ⟨k_j, dk̃_j⟩ into dotbuf slot 0) from warps 0–7, dq (⟨q_t, dq̂_t⟩, slot 1) from warps 8–15, and dg —
 //! into the fp32 partials, or the bf16 gradients themselves where dq_out / dk_out / dg_out are set.
-//! Sided: a call with a shared partition whose one-slot gradients are stored directly (dq_out0 …):
-//! each row's slot picks its tensor. An instance of its own, because picking it costs the one-partition
+//! Sided: a call with a shared partition whose one-slot gradients are stored directly (dq_out … and
+//! dq_out0 …, either side possibly not asked for): each block's stream picks its tensor. An instance of its own, because picking it costs the one-partition
 //! path 16 bytes of spilled registers and 5 % of a GLA training step (2.466 → 2.589 ms at T = 32768,
 //! session 16's device call 3); without it the kernel is the one-partition code unchanged.
 template <class D, class Dev, int KP, bool Sided = false>
@@ -1562,7 +1562,9 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, b
         check_launch("chunk_bwd_dv_kernel", api);
       }
       if constexpr (dqkg_fused<D>) {  // dA, dq, dk and dg in one kernel (4d)
-        if (p.dq_out0 || p.dk_out0 || p.dg_out0)
+        // Sided for every direct store of a call with a shared partition (its rows must not reach the other
+        // partitions' tensors even where only those were asked for: grads.q without grads.shared.q)
+        if (p.shared && (p.dq_out || p.dk_out || p.dg_out || p.dq_out0 || p.dk_out0 || p.dg_out0))
           chunk_bwd_dqkg_kernel<D, Dev, KP, true><<<dim3(ch, hv, KP / bwd_kt), dqkg_threads, dqkg_smem().bytes, stream>>>(p);
         else
           chunk_bwd_dqkg_kernel<D, Dev, KP><<<dim3(ch, hv, KP / bwd_kt), dqkg_threads, dqkg_smem().bytes, stream>>>(p);
