@@ -108,6 +108,7 @@ LINSTATE_CPU_BACKWARD(gla_scalar, bf16)
 LINSTATE_CPU_BACKWARD(sse_n8k2, bf16)
 LINSTATE_CPU_BACKWARD(sse_w2r1s, bf16)
 LINSTATE_CPU_BACKWARD(dense3s, bf16)
+LINSTATE_CPU_BACKWARD(sse_w1r3, bf16)
 #undef LINSTATE_CPU_BACKWARD
 
 template float cpu_balance_loss<sse_n4k1s, float>(const linstate::tensor_view<const float>&, const linstate::tensor_view<float>&,

@@ -478,8 +478,60 @@ TEST_CASE("chunked backward (bf16): SSE routed streams, router gradients, packed
   check_chunked_bf16<sse_n8k2>(make<sse_n8k2>({.B = 1, .T = 300, .H = 2, .HV = 2, .K = 64, .V = 64, .N = 8}, 207), 67);
   check_chunked_bf16<sse_w2r1s>(make<sse_w2r1s>({.B = 1, .T = 200, .H = 1, .HV = 2, .K = 64, .V = 64}, 208), 68);
   check_chunked_bf16<dense3s>(make<dense3s>({.B = 1, .T = 150, .H = 1, .HV = 1, .K = 64, .V = 64, .N = 3}, 209), 69);
+  // kw = 1, kr = 3, no shared partition: dk, dg and dv stored directly, dq through the slot sum
+  check_chunked_bf16<sse_w1r3>(make<sse_w1r3>({.B = 2, .T = 150, .H = 2, .HV = 2, .K = 64, .V = 64}, 211), 72);
   const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
   check_chunked_bf16<sse_n4k1s>(make<sse_n4k1s>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 64, .V = 64}, 210, true, cu), 70);
+}
+
+// The direct stores of one-slot gradients (backward.cuh: diagonal_single_slot_gradients) skip the slot
+// sum, which is what gives a token with non-finite router logits its NaN rows; nan_rows_kernel writes them
+// instead. Every gradient of SSE-n4k1s (q, k, g and shared.* stored directly, v summed) and of kw = 1,
+// kr = 3 without a shared partition (k, g and v stored directly, q summed): the token's rows NaN, every other entry finite —
+// once on buffers filled with zeros (so the NaN rows were written) and once with NaN bytes (so every
+// other row was written).
+template <class Spec>
+void check_nonfinite_rows(random_inputs data, index_t bad, std::uint64_t seed) {
+  using bf = Eigen::bfloat16;
+  const index_t N = data.router_logits.shape()[2];
+  data.router_logits[bad * N + 1] = std::numeric_limits<float>::quiet_NaN();
+  const host_inputs<bf> hin(data);
+  const linstate::inputs<bf> in = hin.view(true);
+  const cot_host c = make_cot(data, seed);
+  const tensor<bf> dO = cast_to<bf>(c.dO);
+  const auto like = alloc_like(in, data.state_shape());
+  device_inputs<bf> din(in);
+  auto d_dO = upload(dO);
+  auto d_dht = upload(c.dht);
+  const linstate::cotangents<bf> dc{d_dO.view(dO.shape()), d_dht.view(c.dht.shape())};
+  for (const unsigned char fill : {0x00, 0xff}) {
+    CAPTURE(int(fill));
+    device_grads<bf> g(like, fill);
+    linstate::backward<Spec>(linstate::cuda{}, din.in, dc, g.g, linstate::chunked<64>{}, linstate::varlen{});
+    cuda_ok(cudaDeviceSynchronize());
+    const auto r = g.fetch();
+    const std::pair<const char*, const tensor<bf>*> outs[] = {{"q", &r.q}, {"k", &r.k}, {"v", &r.v}, {"g", &r.g},
+                                                              {"shared.q", &r.shared.q}, {"shared.k", &r.shared.k},
+                                                              {"shared.g", &r.shared.g}};
+    for (const auto& [name, t] : outs) {
+      if (t->empty()) continue;
+      CAPTURE(name);
+      const index_t row = t->numel() / (data.cfg.dims.B * data.cfg.dims.T);
+      index_t wrong_nan = 0, wrong_finite = 0;
+      for (index_t i = 0; i < t->numel(); ++i) {
+        const bool nan = std::isnan(static_cast<float>((*t)[i]));
+        if (i / row == bad) wrong_finite += !nan;
+        else wrong_nan += !std::isfinite(static_cast<float>((*t)[i]));
+      }
+      CHECK(wrong_finite == 0);
+      CHECK(wrong_nan == 0);
+    }
+  }
+}
+
+TEST_CASE("chunked backward (bf16): a token with non-finite router logits gets NaN rows in every gradient (direct stores too)") {
+  check_nonfinite_rows<sse_n4k1s>(make<sse_n4k1s>({.B = 1, .T = 150, .H = 2, .HV = 2, .K = 64, .V = 64}, 311), 77, 81);
+  check_nonfinite_rows<sse_w1r3>(make<sse_w1r3>({.B = 2, .T = 100, .H = 2, .HV = 2, .K = 64, .V = 64}, 312), 130, 82);
 }
 
 // --- saved_states: what a bf16 chunked forward keeps for its backward -------------------------------

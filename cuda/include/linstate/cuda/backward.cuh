@@ -179,6 +179,22 @@ inline direct_set single_slot_gradients(const detail::problem& pb, int z_groups)
   return {one && heads, one && heads, one, one && pb.gate_width() > 0, one && pb.uses_beta};
 }
 
+//! single_slot_gradients for the diagonal family's bf16 path through chunk_bwd_dqkg_kernel, which also
+//! takes routed and shared partitions: a gradient is stored directly when each side's sum has one term —
+//! q when every token reads one routed slot (Rr − shared = 1: kr = 1, or one partition), k and g when it
+//! writes one (Rw − shared = 1), both sides then (the shared partition's grads.shared.* is slot 0 alone);
+//! v only when every token writes one slot in all (Rw = 1: no shared partition, whose v is the same
+//! tensor); Z = 1, and HV = H for q and k. With a routing router the tokens whose logits are not finite
+//! get NaN rows in those tensors afterwards (nan_rows_kernel), as the slot sum gives them. SSE n4k1s at
+//! T = 32768 (bf16, H = 8, K = V = 128): six of the seven slot sums (q, k, g and shared.*; v keeps its
+//! two-slot sum), ≈ 500 µs of the backward (session 16's ncu, docs/benchmarks.md).
+inline direct_set diagonal_single_slot_gradients(const detail::problem& pb, int z_groups) {
+  const int first = pb.shared ? 1 : 0;
+  const bool z1 = z_groups == 1, heads = pb.HV == pb.H;
+  const bool rd1 = read_slots(pb) - first == 1, wr1 = write_slots(pb) - first == 1;
+  return {z1 && heads && rd1, z1 && heads && wr1, z1 && write_slots(pb) == 1, z1 && wr1 && pb.gate_width() > 0, false};
+}
+
 //! Step 3: the partial buffers → the requested gradients of q, k, v, g, β and shared.* (deterministic
 //! slot sums, see the contract). `meta` is router_kernel's output (null without router::top_k): a
 //! token with non-finite logits gets NaN rows.
@@ -450,19 +466,25 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   // type); family::diagonal, bf16: dv (chunk_bwd_dv_kernel) and, where chunk_bwd_dqkg_kernel forms them
   // (dg from its own rows, not from dq and dk read back), dq, dk and dg. The diagonal family's fp32 and
   // fp16 path (chunk_grad_exact_kernel, chunk_dg_kernel reading dq and dk back) keeps the partials.
+  // With a shared partition or a routing router the diagonal family's bf16 path stores more
+  // (diagonal_single_slot_gradients): the routed side's one-slot gradients and the shared partition's.
   direct_set dir{};
   if constexpr (delta) {
     dir = single_slot_gradients(pb, 1);
   } else if constexpr (tc_bwd) {
-    dir = single_slot_gradients(pb, 1);
-    if constexpr (!dqkg_fused<D>) dir.q = dir.k = dir.g = false;
+    if constexpr (dqkg_fused<D>) {
+      dir = diagonal_single_slot_gradients(pb, 1);
+    } else {
+      dir = single_slot_gradients(pb, 1);
+      dir.q = dir.k = dir.g = false;
+    }
     dir.beta = false;
   }
   gradients<Scalar> gp = g;
-  if (dir.q) gp.q = {};
-  if (dir.k) gp.k = {};
+  if (dir.q) gp.q = {}, gp.shared.q = {};
+  if (dir.k) gp.k = {}, gp.shared.k = {};
   if (dir.v) gp.v = {};
-  if (dir.g) gp.g = {};
+  if (dir.g) gp.g = {}, gp.shared.g = {};
   if (dir.beta) gp.beta = {};
   bwd_partials pt;
   pt.plan(pb, gp, 1, lay, /*qk_for_g=*/!delta && !dir.g);
@@ -504,6 +526,7 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   c.dq = pt.dq, c.dk = pt.dk, c.dv = pt.dv, c.dg = pt.dg, c.dcw = pt.dcw, c.dcr = pt.dcr;
   auto direct = [](bool on, const tensor_view<Scalar>& t) { return on && !t.empty() ? device_ptr(t.data) : nullptr; };
   c.dq_out = direct(dir.q, g.q), c.dk_out = direct(dir.k, g.k), c.dv_out = direct(dir.v, g.v), c.dg_out = direct(dir.g, g.g);
+  if (pb.shared) c.dq_out0 = direct(dir.q, g.shared.q), c.dk_out0 = direct(dir.k, g.shared.k), c.dg_out0 = direct(dir.g, g.shared.g);
   if constexpr (tc_bwd) {
     bind_bwd_tc_buffers(c, base + at_tc, chunks * static_cast<std::size_t>(pb.HV), KP, routed);
     bind_kept<D>(c, kept ? const_cast<unsigned char*>(kept) : base + at_recompute, chunks * static_cast<std::size_t>(pb.HV), KP, c.K,
@@ -516,7 +539,19 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
     bind_delta_buffers(dp, reinterpret_cast<float*>(base + at_delta), rplan.max_chunks, pb.HV, pb.K, pb.V, true);
     enqueue_delta_backward<D>(dp, stream, api);
   } else {
-    enqueue_chunked_backward<D, Dev>(c, pt.dg != nullptr || c.dg_out != nullptr, /*recompute=*/kept == nullptr, stream, api);
+    enqueue_chunked_backward<D, Dev>(c, pt.dg != nullptr || c.dg_out != nullptr || c.dg_out0 != nullptr, /*recompute=*/kept == nullptr,
+                                     stream, api);
+  }
+  if (meta) {  // the NaN rows of non-finite tokens in what the kernels stored directly (the slot sum writes the others')
+    nan_rows_args a;
+    a.meta = meta, a.tokens = pb.tokens(), a.N = static_cast<int>(pb.N);
+    auto add = [&](Dev* out, index_t row) {
+      if (out) a.out[a.count] = out, a.row[a.count] = row, ++a.count;
+    };
+    const index_t HK = pb.H * pb.K, HVK = pb.HV * pb.K;
+    add(c.dq_out, HK), add(c.dk_out, HK), add(c.dv_out, pb.HV * pb.V), add(c.dg_out, HVK);
+    add(c.dq_out0, HK), add(c.dk_out0, HK), add(c.dg_out0, HVK);
+    launch_nan_rows<Dev>(a, stream, api);
   }
   combine_gradients(stream, pb, pt, meta, gp, api);
   router_backward(stream, pb, in, pt, meta, g.router_logits, api);

@@ -3,10 +3,12 @@
 // D::log_decay) on the GPU, every input type, over the record table of kernels/records.cuh; the
 // adjoint of kernels/chunked.cuh (SPEC §2.4). It fills the per-slot partial gradients of the
 // contract in backward.cuh (Z = 1), whose combine and router-backward passes then run unchanged —
-// except, on the bf16 path, for a gradient with one slot (backward.cuh's single_slot_gradients: one
-// partition, no shared one, no router, HV = H for q and k): chunk_bwd_dv_kernel stores dv and
-// chunk_bwd_dqkg_kernel dq, dk and dg straight into the user's tensors (dq_out … dg_out, rounded once
-// from the same fp32 value), and the combine pass skips them.
+// except, on the bf16 path, for a gradient whose slot sum has one term (backward.cuh's
+// single_slot_gradients: one partition, no router, HV = H for q and k; and, through
+// chunk_bwd_dqkg_kernel, diagonal_single_slot_gradients: also SSE's routed side when a token reads or
+// writes one routed slot, with the shared partition's slot 0 into grads.shared.*): chunk_bwd_dv_kernel
+// stores dv and chunk_bwd_dqkg_kernel dq, dk and dg straight into the user's tensors (dq_out … dg_out,
+// dq_out0 … dg_out0; rounded once from the same fp32 value), and the combine pass skips them.
 //
 // Per chunk c of a stream (rows t, j; r_t = scale × read weight, w_j = write weight; q, k, v, dO raw,
 // zero on rows that do not read (q, dO) or write (k, v); Γ, γ, H_c as in chunked.cuh; D_c = ∂L/∂H_{c+1}):
@@ -80,6 +82,12 @@ struct chunk_bwd_params : chunk_params<Dev> {
   Dev* dk_out = nullptr;       // [tokens, H, K]
   Dev* dv_out = nullptr;       // [tokens, HV, V]
   Dev* dg_out = nullptr;       // [tokens, HV, K]
+  // With a shared partition (SSE; chunk_bwd_dqkg_kernel only): slot 0's rows go to the shared
+  // partition's tensors below and the others' to dq_out … dg_out above, where the routed side has one
+  // slot too (backward.cuh's direct_gradients). Null: that tensor was not asked for.
+  Dev* dq_out0 = nullptr;      // [tokens, H, K]   grads.shared.q
+  Dev* dk_out0 = nullptr;      // [tokens, H, K]   grads.shared.k
+  Dev* dg_out0 = nullptr;      // [tokens, HV, K]  grads.shared.g
   // bf16 path (the gradient kernels 4a–4c); qbuf, kbuf, abuf and gambuf of chunk_params are set too
   Dev* dabuf = nullptr;        // [max_chunks, HV, C, C]: dA = dO·vᵀ (j ≤ t)
   float* dotbuf = nullptr;     // [max_chunks, HV, KP / bwd_kt, C, 2]: ⟨k_j, dk̃_j⟩, ⟨q_t, dq̂_t⟩ per key tile (routed only)
@@ -936,7 +944,11 @@ __device__ __forceinline__ void warp_abt_swz(float (&acc)[NT][2][4], const __nv_
 //! grid (max_chunks, HV, KP / bwd_kt), dqkg_threads, dqkg_smem bytes; bf16, gated_key. Writes dk (and
 //! ⟨k_j, dk̃_j⟩ into dotbuf slot 0) from warps 0–7, dq (⟨q_t, dq̂_t⟩, slot 1) from warps 8–15, and dg —
 //! into the fp32 partials, or the bf16 gradients themselves where dq_out / dk_out / dg_out are set.
-template <class D, class Dev, int KP>
+//! Sided: a call with a shared partition whose one-slot gradients are stored directly (dq_out … and
+//! dq_out0 …, either side possibly not asked for): each block's stream picks its tensor. An instance of its own, because picking it costs the one-partition
+//! path 16 bytes of spilled registers and 5 % of a GLA training step (2.466 → 2.589 ms at T = 32768,
+//! session 16's device call 3); without it the kernel is the one-partition code unchanged.
+template <class D, class Dev, int KP, bool Sided = false>
 __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const chunk_bwd_params<Dev> p) {
   static_assert(decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>, "chunk_bwd_dqkg_kernel: bf16 inputs, per-key decays");
   using Op = Dev;
@@ -998,7 +1010,10 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
     stage_rows_swz(Or, C, p.dO, V, vv, [&](int i) { return recs[i].hv * V; }, [&](int i) { return recs[i].rd; });
   }
   asm volatile("cp.async.commit_group;\n" ::: "memory");
-  const bool want_dg = p.dg || p.dg_out;
+  const bool want_dg = p.dg || p.dg_out || (Sided && p.dg_out0);
+  // a direct store's tensor (Sided only): the shared partition's for its stream's chunks (slot 0), the
+  // other for every other stream's (one routed slot per token, or the single other partition)
+  auto direct_of = [&](Dev* out, Dev* out0) { return at.is_shared ? out0 : out; };
   if (want_dg) {  // the floor bits of the writing rows (Γ summed the floored gates: dg is exactly 0 there)
     for (int e = warp; e < C * (KT / 32); e += nt >> 5) {
       const int t = e / (KT / 32), a = (e % (KT / 32)) * 32 + lane;
@@ -1081,11 +1096,18 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
       for (int q = 0; q < parts; ++q) inter += cpart[q * KT + a];
       cn[a] = a < kn ? cn[a] * __expf(G[(C - 1) * KT + a]) + inter : 0.f;
     }
-    if (p.dk_out)  // dk = w dk̃ straight into the gradient tensor (one slot: row r.hv)
-      write_rows(Rk, Ks, rows_vec4(p.dk_out, K), 0, [&](int j) {
-        const chunk_record& r = recs[j];
-        return row_out_t<Dev>{r.wr ? p.dk_out + r.hv * K + k0 : nullptr, r.w};
-      });
+    if (Sided ? (p.dk_out || p.dk_out0) : p.dk_out != nullptr) {  // dk = w dk̃ straight into the gradient tensor(s): row r.hv
+      if constexpr (Sided)
+        write_rows(Rk, Ks, rows_vec4(p.dk_out, K) && rows_vec4(p.dk_out0, K), 0, [&, out = direct_of(p.dk_out, p.dk_out0)](int j) {
+          const chunk_record& r = recs[j];
+          return row_out_t<Dev>{r.wr && out ? out + r.hv * K + k0 : nullptr, r.w};
+        });
+      else
+        write_rows(Rk, Ks, rows_vec4(p.dk_out, K), 0, [&](int j) {
+          const chunk_record& r = recs[j];
+          return row_out_t<Dev>{r.wr ? p.dk_out + r.hv * K + k0 : nullptr, r.w};
+        });
+    }
     else if (p.dk || p.dotbuf)  // dk = w dk̃ and ⟨k_j, dk̃_j⟩ over the tile
       write_rows(Rk, Ks, K % 4 == 0 && aligned16(p.dk), 0, [&](int j) {
         const chunk_record& r = recs[j];
@@ -1094,11 +1116,18 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   } else {
     dqk_warp_tiles<false>(Rq, ldr, dAs, lda, Ks, ldk, G, KT, recs, slow, kn, rw, 8);
     named_barrier(2, role_threads);
-    if (p.dq_out)  // dq = r dq̂ straight into the gradient tensor (one slot: row r.hv)
-      write_rows(Rq, Qs, rows_vec4(p.dq_out, K), 1, [&](int t) {
-        const chunk_record& r = recs[t];
-        return row_out_t<Dev>{r.rd ? p.dq_out + r.hv * K + k0 : nullptr, r.r};
-      });
+    if (Sided ? (p.dq_out || p.dq_out0) : p.dq_out != nullptr) {  // dq = r dq̂ straight into the gradient tensor(s): row r.hv
+      if constexpr (Sided)
+        write_rows(Rq, Qs, rows_vec4(p.dq_out, K) && rows_vec4(p.dq_out0, K), 1, [&, out = direct_of(p.dq_out, p.dq_out0)](int t) {
+          const chunk_record& r = recs[t];
+          return row_out_t<Dev>{r.rd && out ? out + r.hv * K + k0 : nullptr, r.r};
+        });
+      else
+        write_rows(Rq, Qs, rows_vec4(p.dq_out, K), 1, [&](int t) {
+          const chunk_record& r = recs[t];
+          return row_out_t<Dev>{r.rd ? p.dq_out + r.hv * K + k0 : nullptr, r.r};
+        });
+    }
     else if (p.dq || p.dotbuf)  // dq = r dq̂ and ⟨q_t, dq̂_t⟩ over the tile
       write_rows(Rq, Qs, K % 4 == 0 && aligned16(p.dq), 1, [&](int t) {
         const chunk_record& r = recs[t];
@@ -1121,9 +1150,17 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
         if (r.wr) acc -= kf(t, a) * (r.w * Rk[t * ldr + a]);
         if (r.wr) {
           const float x = (floor_bits[t][a >> 5] >> (a & 31) & 1u) ? 0.f : acc + cna;
-          const index_t o = (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a;
-          if (p.dg_out) p.dg_out[o] = from_f32<Dev>(x);  // direct store (one slot: o = r.hv · K + k0 + a)
-          else p.dg[o] = x;
+          if constexpr (Sided) {
+            if (p.dg_out || p.dg_out0) {  // direct store (one slot per side: row r.hv)
+              if (Dev* out = direct_of(p.dg_out, p.dg_out0)) out[r.hv * K + k0 + a] = from_f32<Dev>(x);
+            } else {
+              p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a] = x;
+            }
+          } else {
+            const index_t o = (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a;
+            if (p.dg_out) p.dg_out[o] = from_f32<Dev>(x);  // direct store (one slot: o = r.hv · K + k0 + a)
+            else p.dg[o] = x;
+          }
         }
       }
     }
@@ -1442,6 +1479,9 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, b
         check(cudaFuncSetAttribute(chunk_bwd_dqkg_kernel<D, Dev, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(dqkg_smem().bytes)),
               "cudaFuncSetAttribute(chunk_bwd_dqkg_kernel)", api);
+        check(cudaFuncSetAttribute(chunk_bwd_dqkg_kernel<D, Dev, KP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(dqkg_smem().bytes)),
+              "cudaFuncSetAttribute(chunk_bwd_dqkg_kernel, sided)", api);
       } else {
         check(cudaFuncSetAttribute(chunk_bwd_da_kernel<D, Dev>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(da_smem().bytes)),
@@ -1522,7 +1562,12 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, b
         check_launch("chunk_bwd_dv_kernel", api);
       }
       if constexpr (dqkg_fused<D>) {  // dA, dq, dk and dg in one kernel (4d)
-        chunk_bwd_dqkg_kernel<D, Dev, KP><<<dim3(ch, hv, KP / bwd_kt), dqkg_threads, dqkg_smem().bytes, stream>>>(p);
+        // Sided for every direct store of a call with a shared partition (its rows must not reach the other
+        // partitions' tensors even where only those were asked for: grads.q without grads.shared.q)
+        if (p.shared && (p.dq_out || p.dk_out || p.dg_out || p.dq_out0 || p.dk_out0 || p.dg_out0))
+          chunk_bwd_dqkg_kernel<D, Dev, KP, true><<<dim3(ch, hv, KP / bwd_kt), dqkg_threads, dqkg_smem().bytes, stream>>>(p);
+        else
+          chunk_bwd_dqkg_kernel<D, Dev, KP><<<dim3(ch, hv, KP / bwd_kt), dqkg_threads, dqkg_smem().bytes, stream>>>(p);
         check_launch("chunk_bwd_dqkg_kernel", api);
       } else {
         chunk_bwd_dqk_kernel<D, Dev, KP><<<dim3(ch, hv, 2 * (KP / bwd_kt)), dqk_threads, dqk_smem<D>().bytes, stream>>>(p);

@@ -13,11 +13,14 @@
 //    rounding to the input type passes the gradient through unchanged).
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 #include <linstate/detail/router.hpp>
 #include <linstate/tensor.hpp>
 
+#include "../check.cuh"
 #include "../detail/scalar.cuh"
 #include "router.cuh"
 
@@ -57,6 +60,38 @@ __global__ void slot_sum_kernel(const slot_sum_args a, Dev* out) {
     }
   }
   out[i] = from_f32<Dev>(acc);
+}
+
+//! The tokens whose router logits are not finite get NaN rows in the gradients the backward's kernels
+//! stored directly (backward.cuh's direct stores skip the slot sum, which gives them NaN there): up
+//! to seven outputs of `row` elements per token. One warp per token; a finite token costs one load.
+struct nan_rows_args {
+  const std::uint32_t* meta = nullptr;  // [tokens, N]
+  index_t tokens = 0;
+  int N = 1;
+  int count = 0;
+  void* out[7] = {};
+  index_t row[7] = {};
+};
+
+template <class Dev>
+__global__ void nan_rows_kernel(const nan_rows_args a) {
+  const index_t t = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  if (t >= a.tokens || !(a.meta[t * a.N] & route_nonfinite)) return;
+  for (int i = 0; i < a.count; ++i) {
+    Dev* o = static_cast<Dev*>(a.out[i]) + t * a.row[i];
+    for (index_t e = lane; e < a.row[i]; e += 32) o[e] = from_f32<Dev>(quiet_nan());
+  }
+}
+
+template <class Dev>
+void launch_nan_rows(const nan_rows_args& a, cudaStream_t stream, const char* api) {
+  if (a.count == 0 || a.tokens == 0) return;
+  constexpr int threads = 256;
+  const index_t blocks = (a.tokens * 32 + threads - 1) / threads;
+  nan_rows_kernel<Dev><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(a);
+  check_launch("nan_rows_kernel", api);
 }
 
 //! slot_sum_kernel for E % 4 == 0: one thread per four consecutive elements (16-byte loads of the
