@@ -679,6 +679,45 @@ TEST_CASE("decode step: unselected partitions are neither read nor written (NaN-
   check_decode_step<sse_vdecay>({.B = 1, .T = 3, .H = 2, .HV = 2, .K = 32, .V = 32}, 39, {0, 1, 1, 2, 2, 3});
 }
 
+//! Forces one of the decode step's kernels for the calls made while it lives (then restores the
+//! library's settings): 0 the three-kernel path; 1 decode_kernel at any size and N; 2
+//! decode_stream_kernel at any size and N where it applies (else the three-kernel path), the library's
+//! variant; 3 the same with its 64-register variant (K = V = 128); 4 decode_split_kernel at any size
+//! and N where it applies (else the three-kernel path); −1 the library's own choice.
+struct decode_path {
+  explicit decode_path(int path) {
+    namespace cd = linstate::cuda_detail;
+    if (path < 0) return;
+    cd::decode_fused_enabled = path == 1, cd::decode_stream_enabled = path == 2 || path == 3;
+    cd::decode_split_enabled = path == 4, cd::decode_split_single = path == 4;
+    cd::decode_stream_variant = path == 3 ? 1 : 0;
+    cd::decode_fused_max_n = 64, cd::decode_fused_max_tasks = index_t{1} << 40;
+    cd::decode_stream_max_n = 64, cd::decode_stream_min_tasks = 0;
+    cd::decode_split_max_n = 64, cd::decode_split_max_tasks = index_t{1} << 40;
+  }
+  ~decode_path() {
+    namespace cd = linstate::cuda_detail;
+    cd::decode_fused_enabled = true, cd::decode_fused_max_n = max_n, cd::decode_fused_max_tasks = max_tasks;
+    cd::decode_stream_enabled = true, cd::decode_stream_max_n = smax_n, cd::decode_stream_min_tasks = smin_tasks;
+    cd::decode_split_enabled = true, cd::decode_split_max_n = pmax_n, cd::decode_split_max_tasks = pmax_tasks;
+    cd::decode_split_single = false;
+    cd::decode_stream_variant = 0;
+  }
+  decode_path(const decode_path&) = delete;
+  decode_path& operator=(const decode_path&) = delete;
+
+ private:
+  int max_n = linstate::cuda_detail::decode_fused_max_n, smax_n = linstate::cuda_detail::decode_stream_max_n,
+      pmax_n = linstate::cuda_detail::decode_split_max_n;
+  index_t max_tasks = linstate::cuda_detail::decode_fused_max_tasks, smin_tasks = linstate::cuda_detail::decode_stream_min_tasks,
+          pmax_tasks = linstate::cuda_detail::decode_split_max_tasks;
+};
+
+//! Bit for bit equal tensors (same element count, same bytes).
+inline constexpr auto same = [](const auto& a, const auto& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.numel()) * sizeof(a.data()[0])) == 0;
+};
+
 //! The decode step's kernels (kernels/decode.cuh, the register tile, kernels/decode_stream.cuh, the
 //! streamed rows, and kernels/decode_split.cuh, each state over a cluster of blocks: routing, the touched
 //! partitions and the sum of the read slots in one launch), each taken at every size where it applies,
@@ -694,34 +733,16 @@ void check_decode_kernel(const sizes& d, std::uint64_t seed, std::vector<std::in
   device_inputs<Scalar> din(in);
   const linstate::shape_t os = data.output_shape(), ss = data.state_shape();
   namespace cd = linstate::cuda_detail;
-  // 0: the three-kernel path; 1: decode_kernel at any size and N; 2: decode_stream_kernel at any size
-  // and N where it applies (else the three-kernel path), the library's variant; 3: the same with its
-  // 64-register variant (K = V = 128); 4: decode_split_kernel at any size and N where it applies (else
-  // the three-kernel path)
   auto step = [&](int path) {
-    const int max_n = cd::decode_fused_max_n, smax_n = cd::decode_stream_max_n, pmax_n = cd::decode_split_max_n;
-    const index_t max_tasks = cd::decode_fused_max_tasks, smin_tasks = cd::decode_stream_min_tasks;
-    const index_t pmax_tasks = cd::decode_split_max_tasks;
-    cd::decode_fused_enabled = path == 1, cd::decode_stream_enabled = path == 2 || path == 3;
-    cd::decode_split_enabled = path == 4, cd::decode_split_single = path == 4;
-    cd::decode_stream_variant = path == 3 ? 1 : 0;
-    cd::decode_fused_max_n = 64, cd::decode_fused_max_tasks = index_t{1} << 40;
-    cd::decode_stream_max_n = 64, cd::decode_stream_min_tasks = 0;
-    cd::decode_split_max_n = 64, cd::decode_split_max_tasks = index_t{1} << 40;
     auto d_state = upload(data.initial_state);
     linstate::device_buffer<Scalar> d_o(static_cast<std::size_t>(os.numel()));
     cuda_ok(cudaMemset(d_o.data(), 0x7f, d_o.size() * sizeof(Scalar)));
-    linstate::forward_in_place<Spec>(linstate::cuda{}, din.in, d_state.view(ss), d_o.view(os));
-    cd::decode_fused_enabled = true, cd::decode_fused_max_n = max_n, cd::decode_fused_max_tasks = max_tasks;
-    cd::decode_stream_enabled = true, cd::decode_stream_max_n = smax_n, cd::decode_stream_min_tasks = smin_tasks;
-    cd::decode_split_enabled = true, cd::decode_split_max_n = pmax_n, cd::decode_split_max_tasks = pmax_tasks;
-    cd::decode_split_single = false;
-    cd::decode_stream_variant = 0;
+    {
+      const decode_path forced(path);
+      linstate::forward_in_place<Spec>(linstate::cuda{}, din.in, d_state.view(ss), d_o.view(os));
+    }
     cuda_ok(cudaDeviceSynchronize());
     return std::make_pair(download(d_o, os), download(d_state, ss));
-  };
-  auto same = [](const auto& a, const auto& b) {
-    return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.numel()) * sizeof(a.data()[0])) == 0;
   };
   const auto [o1, s1] = step(2);
   const auto [o2, s2] = step(2);
@@ -800,6 +821,59 @@ TEST_CASE("decode step kernel: bit-identical to the three-kernel path and betwee
   // packed, empty sequences and kr > 1 without a shared partition; a non-finite token with kr > 1
   check_decode_kernel<sse_n8k2>({.B = 1, .T = 4, .H = 1, .HV = 2, .K = 96, .V = 72, .N = 8}, 91, {0, 0, 1, 2, 2, 4, 4});
   check_decode_kernel<sse_n8k2, Eigen::bfloat16>({.B = 3, .T = 1, .H = 1, .HV = 2, .K = 64, .V = 64, .N = 8}, 92, {}, 1);
+}
+
+//! A router whose N the partition policy fixes at compile time (forward.cuh's route_static_n: the
+//! decode kernels run the router policy's route over registers, kernels/router.cuh) against the same
+//! router with N, kw and kr from linstate::options (over shared memory), on the same inputs: the same
+//! decode step bit for bit, on the split kernel, the streamed kernel and the library's own choice.
+template <class Static, class Scalar = float>
+void check_static_n(const sizes& d, std::uint64_t seed, index_t bad = -1) {
+  random_inputs data = make<Static>(d, seed, /*h0=*/true);
+  if (bad >= 0) data.router_logits[bad * d.N + 1] = std::numeric_limits<float>::infinity();
+  host_inputs<Scalar> hin(data);
+  device_inputs<Scalar> din(hin.view(/*with_initial_state=*/false));
+  const linstate::shape_t os = data.output_shape(), ss = data.state_shape();
+  linstate::options opt;
+  opt.num_partitions = d.N, opt.num_writer = Static::router::num_writer, opt.num_reader = Static::router::num_reader;
+  static_assert(linstate::cuda_detail::route_static_n<Static> == Static::partition::num_routed);
+  static_assert(linstate::cuda_detail::route_static_n<sse_dyn> == 0);
+  auto step = [&](auto spec, int path) {
+    using Spec = typename decltype(spec)::type;
+    auto d_state = upload(data.initial_state);
+    linstate::device_buffer<Scalar> d_o(static_cast<std::size_t>(os.numel()));
+    cuda_ok(cudaMemset(d_o.data(), 0x7f, d_o.size() * sizeof(Scalar)));
+    {
+      const decode_path forced(path);
+      if constexpr (std::is_same_v<Spec, sse_dyn>)
+        linstate::forward_in_place<Spec>(linstate::cuda{}, din.in, d_state.view(ss), d_o.view(os), linstate::automatic{},
+                                         linstate::varlen{}, opt);
+      else
+        linstate::forward_in_place<Spec>(linstate::cuda{}, din.in, d_state.view(ss), d_o.view(os));
+    }
+    cuda_ok(cudaDeviceSynchronize());
+    return std::make_pair(download(d_o, os), download(d_state, ss));
+  };
+  const auto [o_ref, s_ref] = step(std::type_identity<Static>{}, 0);  // three-kernel path (router_kernel)
+  for (int path : {-1, 2, 4}) {
+    INFO("path " << path);
+    const auto [o_st, s_st] = step(std::type_identity<Static>{}, path);
+    const auto [o_dy, s_dy] = step(std::type_identity<sse_dyn>{}, path);
+    CHECK(same(o_st, o_dy));
+    CHECK(same(s_st, s_dy));
+    CHECK(same(o_st, o_ref));
+    CHECK(same(s_st, s_ref));
+  }
+}
+
+TEST_CASE("decode step: N fixed at compile time (routing over registers) and N from the options, bit for bit") {
+  check_static_n<sse_n4k1s, Eigen::bfloat16>({.B = 1, .T = 1, .H = 8, .HV = 8, .K = 128, .V = 128}, 93);
+  check_static_n<sse_n4k1s>({.B = 3, .T = 1, .H = 2, .HV = 2, .K = 64, .V = 40}, 94);
+  check_static_n<sse_n16k1s, Eigen::bfloat16>({.B = 2, .T = 1, .H = 2, .HV = 4, .K = 128, .V = 128, .N = 16}, 95);
+  check_static_n<sse_n16k1s>({.B = 70, .T = 1, .H = 1, .HV = 2, .K = 128, .V = 128, .N = 16}, 96);
+  check_static_n<sse_w2r1s>({.B = 4, .T = 1, .H = 1, .HV = 2, .K = 96, .V = 72}, 97);
+  check_static_n<sse_w2r1s, Eigen::bfloat16>({.B = 80, .T = 1, .H = 1, .HV = 2, .K = 128, .V = 128}, 98);
+  check_static_n<sse_n4k1s>({.B = 4, .T = 1, .H = 1, .HV = 2, .K = 128, .V = 128}, 99, 2);  // non-finite logits
 }
 
 TEST_CASE("prefill, then decode steps in place, as on the CPU") {

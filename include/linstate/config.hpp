@@ -11,6 +11,15 @@
 #define LINSTATE_HOST_DEVICE
 #endif
 
+// Unrolls the next loop completely on the device when its trip count is a compile-time constant
+// (nvcc's `#pragma unroll`; nothing otherwise, and nothing in host code). The routers' building
+// blocks use it so that a decode step that knows N at compile time keeps their arrays in registers.
+#if defined(__CUDA_ARCH__)
+#define LINSTATE_UNROLL _Pragma("unroll")
+#else
+#define LINSTATE_UNROLL
+#endif
+
 // Pragmas for OpenMP are ignored when the translation unit is compiled without -fopenmp: the CPU
 // backend then runs on the calling thread only.
 #if defined(_OPENMP)

@@ -17,12 +17,15 @@ template <class T>
 LINSTATE_HOST_DEVICE inline void softmax(const T* x, int n, T* p) {
   using std::exp;
   T m = x[0];
+  LINSTATE_UNROLL
   for (int i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
   T s = T(0);
+  LINSTATE_UNROLL
   for (int i = 0; i < n; ++i) {
     p[i] = exp(x[i] - m);
     s += p[i];
   }
+  LINSTATE_UNROLL
   for (int i = 0; i < n; ++i) p[i] = p[i] / s;
 }
 
@@ -34,6 +37,7 @@ template <class T>
 LINSTATE_HOST_DEVICE inline bool in_top_k(const T* p, int n, int k, int i) {
   if (k >= n) return true;
   int before = 0;
+  LINSTATE_UNROLL
   for (int j = 0; j < n; ++j) before += (p[j] > p[i]) || (p[j] == p[i] && j < i);
   return before < k;
 }

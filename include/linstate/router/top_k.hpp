@@ -112,8 +112,11 @@ struct top_k {
   LINSTATE_HOST_DEVICE static void route(const config& c, int N, const T* x, const float* /*params*/, T* p, T* cw,
                                          T* cr, std::uint8_t* flags, Round round) {
     detail::softmax(x, N, p);
-    if (c.round_to_input)
+    if (c.round_to_input) {
+      LINSTATE_UNROLL
       for (int n = 0; n < N; ++n) p[n] = round(p[n]);
+    }
+    LINSTATE_UNROLL
     for (int n = 0; n < N; ++n) {
       std::uint8_t f = 0;
       if (detail::in_top_k(p, N, c.kw, n)) f |= detail::route_write;
@@ -181,10 +184,12 @@ struct top_k {
   LINSTATE_HOST_DEVICE static void gate_values(const config& c, int N, const T* p, const std::uint8_t* flags, T* cw, T* cr) {
     const bool gw = has(c.gates, gate::write), gr = has(c.gates, gate::read);
     T sw = T(0), sr = T(0);
+    LINSTATE_UNROLL
     for (int n = 0; n < N; ++n) {
       if (flags[n] & detail::route_write) sw += p[n];
       if (flags[n] & detail::route_read) sr += p[n];
     }
+    LINSTATE_UNROLL
     for (int n = 0; n < N; ++n) {
       const T pw = c.renormalize ? p[n] / sw : p[n];
       const T pr = c.renormalize ? p[n] / sr : p[n];

@@ -189,11 +189,21 @@ inline void copy_or_zero(float* dst, const float* src, index_t n, cudaStream_t s
   else check(cudaMemsetAsync(dst, 0, bytes, stream), "cudaMemsetAsync(state)", api);
 }
 
+//! The number of routed partitions when the partition policy fixes it at compile time and it is small
+//! enough for a decode step to route over registers (route_in_warp's NC), else 0 (any N, over shared
+//! memory). Only what the policy declares: Spec::partition::num_routed.
+inline constexpr int route_static_max_n = 16;
+template <class Spec>
+inline constexpr int route_static_n = Spec::router::routes && Spec::partition::num_routed != dynamic &&
+                                              Spec::partition::num_routed <= route_static_max_n
+                                          ? Spec::partition::num_routed
+                                          : 0;
+
 //! Enqueues the whole forward pass. `state_in` may be null (zeros), `state_out` may be null (not
 //! wanted); in place, state_in == state_out and untouched partitions are not accessed at all. An
 //! empty batch (T = 0 or B = 0: no token, so o has no element) launches nothing: the final state is
-//! the initial one.
-template <class D, class R, class Scalar>
+//! the initial one. NC: route_static_n of the variant.
+template <class D, int NC = 0, class R, class Scalar>
 void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const float* state_in, float* state_out,
          bool in_place, Scalar* o, const char* api, bool use_chunked = false, saved_states* keep = nullptr,
          const void* variant = nullptr) {
@@ -412,14 +422,14 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       if constexpr (is_diagonal<D>)
         if (split) {
           if (tasks == 0) return;
-          launch_decode_split<D, R, Dev>(step_params(tile_v), decode_split_shape(rec_warps), R::routes ? static_cast<int>(pb.N) : 0,
+          launch_decode_split<D, R, Dev, NC>(step_params(tile_v), decode_split_shape(rec_warps), R::routes ? static_cast<int>(pb.N) : 0,
                                          stream, api);
           return;  // the scratch (cu_seqlens) is released with cudaFreeAsync, ordered after the kernel
         }
       if constexpr (is_diagonal<D>)
         if (streamed) {
           if (tasks == 0) return;
-          launch_decode_stream<D, R, Dev>(step_params(stream_cols), rec_warps, R::routes ? static_cast<int>(pb.N) : 0, stream, api);
+          launch_decode_stream<D, R, Dev, NC>(step_params(stream_cols), rec_warps, R::routes ? static_cast<int>(pb.N) : 0, stream, api);
           return;  // the scratch (cu_seqlens) is released with cudaFreeAsync, ordered after the kernel
         }
       if (fused) {
@@ -474,7 +484,7 @@ void forward_impl(const cuda& be, const inputs<Scalar>& in, const outputs<Scalar
   require_device(api_s, "o", out.o), require_device(api_s, "final_state", out.final_state);
   require_supported(api_s, pb);
   if constexpr (is_generic<D>) require_generic_supported(api_s, pb, /*backward=*/false);
-  run<D>(be, pb, in, in.initial_state.data, out.final_state.data, /*in_place=*/false, out.o.data, api,
+  run<D, route_static_n<Spec>>(be, pb, in, in.initial_state.data, out.final_state.data, /*in_place=*/false, out.o.data, api,
          wants_chunked<Algorithm, D>(pb), keep, detail::saved_states_access::tag<Spec>());
 }
 
@@ -532,7 +542,7 @@ void forward_in_place(const cuda& be, const inputs<Scalar>& in, const tensor_vie
   cuda_detail::require_device(api_s, "o", o), cuda_detail::require_device(api_s, "state", state);
   cuda_detail::require_supported(api_s, pb);
   if constexpr (cuda_detail::is_generic<D>) cuda_detail::require_generic_supported(api_s, pb, /*backward=*/false);
-  cuda_detail::run<D>(be, pb, in, state.data, state.data, /*in_place=*/true, o.data, api,
+  cuda_detail::run<D, cuda_detail::route_static_n<Spec>>(be, pb, in, state.data, state.data, /*in_place=*/true, o.data, api,
                       cuda_detail::wants_chunked<Algorithm, D>(pb));
 }
 

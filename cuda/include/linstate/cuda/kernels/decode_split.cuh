@@ -23,11 +23,14 @@
 // warps, each thread one load per row.
 //
 // Per block:
+//   0. each warp loads the q, k and log-decay of its rows and v of its column (they do not depend on
+//      the partition);
 //   1. lane 0 of every warp of a routed group runs the router policy's own R::route on the token's
 //      logits (as router_kernel, decode_kernel and decode_stream_kernel: the same inputs, the same
-//      function, so the same answer in every warp and every block) and takes its group's partition;
-//      the shared group's loads go out meanwhile (nothing waits across warps);
-//   2. each warp stages the q, k (times the write weight) and e^{g} of its rows and loads its tile;
+//      function, so the same answer in every warp and every block) and takes its group's partition —
+//      over registers when N is known at compile time (NC), else over shared memory; the shared
+//      group's loads go out meanwhile (nothing waits across warps);
+//   2. each warp stages q, k (times the write weight) and e^{g} of its rows and loads its tile;
 //   3. family::diagonal update and read, recurrent_kernel's arithmetic in its order, pinned with
 //      intrinsics to the form recurrent_kernel compiles to (decay_update: fma(e^{λ}, h, k·v); the read
 //      fma(q, h, acc) over the warp's 32 rows in order, from 0; decay::none fma(k, v, h));
@@ -49,16 +52,19 @@
 // Not written: the delta rule (hᵀk over every row of the partition before any row is updated: a
 // second cluster barrier and exchange).
 //
-// Measured (H200, bf16, H = 8, K = V = 128, B = 1, CUDA-graph step; docs/benchmarks.md, session 15):
-// SSE n4k1 + shared 8.21 → 7.73 µs, n8 10.92 → 10.53, n16 20.07 → 18.32; GLA 4.30 against
-// decode_kernel's 4.26 (hence decode_split_single off). What limits it: the routing, one thread per
-// routed warp running R::route (O(N²) for top-k over shared-memory arrays) before that warp's loads.
+// Measured (H200, bf16, H = 8, K = V = 128, B = 1, CUDA-graph step; docs/benchmarks.md, sessions 15
+// and 17): SSE n4k1 + shared 8.21 → 7.73 µs (session 15) → 5.10 (session 17: the routing over registers
+// when the partition policy fixes N, route_in_warp's NC, and the token's rows loaded before the
+// routing), n8 10.92 → 10.53 → 5.88, n16 20.07 → 18.32 → 8.45. With N from the options (NC = 0) the
+// routing still runs over shared memory, one dependent access after another (O(N²) for top-k).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
+#include <linstate/detail/problem.hpp>
 #include <linstate/detail/router.hpp>
 #include <linstate/tensor.hpp>
 
@@ -117,8 +123,9 @@ struct split_params {
   int cluster = 1, wpb = 1;
 };
 
-//! KV: 0 for any K and V, or K = V = KV known at compile time (immediate row offsets).
-template <class D, class R, class Dev, int KV>
+//! KV: 0 for any K and V, or K = V = KV known at compile time (immediate row offsets). NC: 0 for any
+//! N, or N = NC known at compile time (route_in_warp routes over registers).
+template <class D, class R, class Dev, int KV, int NC>
 __global__ void __launch_bounds__(32 * split_max_block_warps) decode_split_kernel(const split_params<R, Dev> sp) {
   static_assert(is_diagonal<D>, "linstate (cuda): decode_split_kernel runs the diagonal family");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -159,6 +166,21 @@ __global__ void __launch_bounds__(32 * split_max_block_warps) decode_split_kerne
   float* gs = ks + wpb * rows_per_warp;                         // [32·wpb] e^{g} (gated_key)
   float* red = smem + static_cast<std::size_t>(groups) * wpb * 3 * rows_per_warp;  // [groups][nw][32] (first block)
 
+  // 0. this warp's rows of q, k and the log-decay, and its column of v: they do not depend on the
+  // partition, so their loads go out before the routing (session 17; the routing used to wait for
+  // them, then they for it)
+  const int a0 = w * rows_per_warp;
+  const device_source<Dev> src = p.shared && u == 0 ? p.shr : p.main;  // (a single partition reads main)
+  const int a_row = a0 + lane;
+  const bool in_k = a_row < K;
+  const index_t qk = (t * p.H + h) * K;
+  const float q_in = in_k ? to_f32(src.q[qk + a_row]) : 0.f;
+  const float k_in = in_k ? to_f32(src.k[qk + a_row]) : 0.f;
+  float lg_in = 0.f;  // log-decay of this row (gates per key) or of the head (per head)
+  if constexpr (decay_key<D>) lg_in = in_k ? to_f32(D::log_decay(src.g + (t * HV + hv) * K, a_row)) : 0.f;
+  if constexpr (decay_head<D>) lg_in = to_f32(D::log_decay(src.g + t * HV + hv, 0));
+  const float v_in = col ? to_f32(p.v[(t * HV + hv) * V + j]) : 0.f;
+
   // 1. routing (lane 0 of every warp of a routed group), no barrier
   int part = 0;
   std::uint32_t f = detail::route_write | detail::route_read;
@@ -169,7 +191,7 @@ __global__ void __launch_bounds__(32 * split_max_block_warps) decode_split_kerne
       float* rbase = red + static_cast<std::size_t>(groups) * nw * tile_v;
       float* rs = rbase + static_cast<std::size_t>(rw) * 4 * N;  // x, p, cw, cr [N]
       auto* rfl = reinterpret_cast<std::uint8_t*>(rbase + static_cast<std::size_t>(routed_warps) * 4 * N) + rw * N;  // flags [N]
-      const warp_route r = route_in_warp<R, Dev>(dp.cfg.value, N, dp.logits + t * N, dp.params, rs, rfl, u - first_routed, first_routed,
+      const warp_route r = route_in_warp<R, Dev, NC>(dp.cfg.value, N, dp.logits + t * N, dp.params, rs, rfl, u - first_routed, first_routed,
                                                  lane, [&](const warp_route& x) {
                                                    if (wl == 0) {  // one writer per group (read by the first block's output stage, after the barrier)
                                                      g_part[u] = x.part, g_flags[u] = x.flags, g_cr[u] = x.cr;
@@ -183,7 +205,6 @@ __global__ void __launch_bounds__(32 * split_max_block_warps) decode_split_kerne
   // 2. this warp's q, k (times the write weight), e^{g}, and its state tile
   const bool active = part >= 0;
   const bool wr = active && (f & detail::route_write), rd = active && (f & detail::route_read);
-  const int a0 = w * rows_per_warp;
   float hreg[rows_per_warp];
   const index_t sbase = ((s * p.P + (active ? part : 0)) * HV + hv) * static_cast<index_t>(K) * V + static_cast<index_t>(a0) * V + j;
   if (active && col && p.state_in && a0 < K) {
@@ -199,20 +220,17 @@ __global__ void __launch_bounds__(32 * split_max_block_warps) decode_split_kerne
 #pragma unroll
     for (int r = 0; r < rows_per_warp; ++r) hreg[r] = 0.f;
   }
-  const device_source<Dev> src = p.shared && u == 0 ? p.shr : p.main;  // (a single partition reads main)
   {
-    const int a = a0 + lane, la = wl * rows_per_warp + lane;
-    const bool in = a < K;
-    const index_t qk = (t * p.H + h) * K;
-    qs[la] = (rd && in) ? to_f32(src.q[qk + a]) : 0.f;
-    ks[la] = (wr && in) ? __fmul_rn(to_f32(src.k[qk + a]), cw) : 0.f;
-    if constexpr (decay_key<D>) gs[la] = (wr && in) ? expf(to_f32(D::log_decay(src.g + (t * HV + hv) * K, a))) : 1.f;
+    const int la = wl * rows_per_warp + lane;
+    qs[la] = (rd && in_k) ? q_in : 0.f;
+    ks[la] = (wr && in_k) ? __fmul_rn(k_in, cw) : 0.f;
+    if constexpr (decay_key<D>) gs[la] = (wr && in_k) ? expf(lg_in) : 1.f;
     __syncwarp();
   }
-  const float vj = (wr && col) ? to_f32(p.v[(t * HV + hv) * V + j]) : 0.f;
+  const float vj = (wr && col) ? v_in : 0.f;
   float decay = 1.f;
   if constexpr (decay_head<D>)
-    if (wr) decay = expf(to_f32(D::log_decay(src.g + t * HV + hv, 0)));
+    if (wr) decay = expf(lg_in);
 
   // 3. update and read (recurrent_kernel's arithmetic, pinned)
   const float* qw = qs + wl * rows_per_warp;
@@ -273,7 +291,7 @@ __global__ void __launch_bounds__(32 * split_max_block_warps) decode_split_kerne
 
 //! Enqueues decode_split_kernel: clusters of sh.cluster blocks, one per (s·HV + hv, V tile of 32),
 //! groups · sh.wpb warps per block.
-template <class D, class R, class Dev>
+template <class D, class R, class Dev, int NC = 0>
 void launch_decode_split(const decode_params<R, Dev>& dp, split_shape sh, int N, cudaStream_t stream, const char* api) {
   split_params<R, Dev> sp;
   sp.d = dp, sp.cluster = sh.cluster, sp.wpb = sh.wpb;
@@ -291,8 +309,10 @@ void launch_decode_split(const decode_params<R, Dev>& dp, split_shape sh, int N,
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   cudaError_t e;
-  if (dp.r.K == 128 && dp.r.V == 128) e = cudaLaunchKernelEx(&cfg, decode_split_kernel<D, R, Dev, 128>, sp);
-  else e = cudaLaunchKernelEx(&cfg, decode_split_kernel<D, R, Dev, 0>, sp);
+  constexpr int nc = NC > 0 && R::routes ? NC : 0;  // N known at compile time (forward.cuh: route_static_n)
+  if (nc > 0 && N != nc) detail::fail(api, "decode_split_kernel built for N = " + std::to_string(nc) + ", called with N = " + std::to_string(N));
+  if (dp.r.K == 128 && dp.r.V == 128) e = cudaLaunchKernelEx(&cfg, decode_split_kernel<D, R, Dev, 128, nc>, sp);
+  else e = cudaLaunchKernelEx(&cfg, decode_split_kernel<D, R, Dev, 0, nc>, sp);
   if (e != cudaSuccess) (void)cudaGetLastError();  // not left behind for the next check_launch
   check(e, "cudaLaunchKernelEx(decode_split_kernel)", api);
 }

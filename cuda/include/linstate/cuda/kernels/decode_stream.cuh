@@ -39,7 +39,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include <linstate/detail/problem.hpp>
 #include <linstate/detail/router.hpp>
 #include <linstate/tensor.hpp>
 
@@ -91,8 +93,9 @@ __device__ __forceinline__ void st_stream(float* p, float4 v) { __stcs(reinterpr
 //! KV: 0 for any K and V (V a multiple of 4), or K = V = KV known at compile time (immediate row
 //! offsets, the row loop unrolled). RB: rows per batch; PIPE: the next batch's loads go out before a
 //! batch is worked (2·RB rows in flight at most), else one batch at a time. MAXT, MINB: the launch
-//! bounds (1024, 1: 64 registers; 512, 1: 128).
-template <class D, class R, class Dev, int KV, int RB, bool PIPE, int MAXT, int MINB>
+//! bounds (1024, 1: 64 registers; 512, 1: 128). NC: 0 for any N, or N = NC known at compile time
+//! (route_in_warp routes over registers).
+template <class D, class R, class Dev, int KV, int RB, bool PIPE, int MAXT, int MINB, int NC = 0>
 __global__ void __launch_bounds__(MAXT, MINB) decode_stream_kernel(const decode_params<R, Dev> dp) {
   static_assert(is_diagonal<D>, "linstate (cuda): decode_stream_kernel runs the diagonal family");
   static_assert(rows_per_warp % RB == 0);
@@ -143,7 +146,7 @@ __global__ void __launch_bounds__(MAXT, MINB) decode_stream_kernel(const decode_
       float* rs = smem + static_cast<std::size_t>(groups) * gfloats + static_cast<std::size_t>(rw) * 4 * N;  // x, p, cw, cr [N]
       auto* rfl = reinterpret_cast<std::uint8_t*>(smem + static_cast<std::size_t>(groups) * gfloats +
                                                   static_cast<std::size_t>(routed_warps) * 4 * N) + rw * N;  // flags [N]
-      const warp_route r = route_in_warp<R, Dev>(dp.cfg.value, N, dp.logits + t * N, dp.params, rs, rfl, u - first_routed, first_routed, lane,
+      const warp_route r = route_in_warp<R, Dev, NC>(dp.cfg.value, N, dp.logits + t * N, dp.params, rs, rfl, u - first_routed, first_routed, lane,
                                                  [](const warp_route&) {});
       if (lane == 0 && w == 0) {  // one writer per group (read by the output stage, after the barrier); after the
                                   // shuffles: an N = 16 step at B = 16 took 23.3 against 26.7 µs written before them (call 2)
@@ -268,8 +271,10 @@ __global__ void __launch_bounds__(MAXT, MINB) decode_stream_kernel(const decode_
 }
 
 //! Enqueues decode_stream_kernel: grid (S·HV, V tiles of 128), groups · nw warps per block.
-template <class D, class R, class Dev>
+template <class D, class R, class Dev, int NC = 0>
 void launch_decode_stream(const decode_params<R, Dev>& dp, int nw, int N, cudaStream_t stream, const char* api) {
+  constexpr int nc = NC > 0 && R::routes ? NC : 0;  // N known at compile time (forward.cuh: route_static_n)
+  if (nc > 0 && N != nc) detail::fail(api, "decode_stream_kernel built for N = " + std::to_string(nc) + ", called with N = " + std::to_string(N));
   const std::size_t smem = decode_stream_smem_bytes(dp.groups, R::routes ? dp.groups - (dp.r.shared ? 1 : 0) : 0, nw, N);
   const dim3 grid(static_cast<unsigned>(dp.tasks), static_cast<unsigned>(dp.vtiles));
   const dim3 block(static_cast<unsigned>(32 * nw * dp.groups));
@@ -279,10 +284,10 @@ void launch_decode_stream(const decode_params<R, Dev>& dp, int nw, int N, cudaSt
     // hide) or the block too large: then 8 rows at 64 registers (docs/benchmarks.md, session 12)
     int variant = decode_stream_variant;
     if (variant == 0) variant = (R::routes && N > 8) || block.x > 512 ? 1 : 2;
-    if (variant == 2 && block.x <= 512) decode_stream_kernel<D, R, Dev, 128, 8, true, 512, 1><<<grid, block, smem, stream>>>(dp);
-    else decode_stream_kernel<D, R, Dev, 128, 8, false, 1024, 1><<<grid, block, smem, stream>>>(dp);
+    if (variant == 2 && block.x <= 512) decode_stream_kernel<D, R, Dev, 128, 8, true, 512, 1, nc><<<grid, block, smem, stream>>>(dp);
+    else decode_stream_kernel<D, R, Dev, 128, 8, false, 1024, 1, nc><<<grid, block, smem, stream>>>(dp);
   } else {
-    decode_stream_kernel<D, R, Dev, 0, 8, false, 1024, 1><<<grid, block, smem, stream>>>(dp);
+    decode_stream_kernel<D, R, Dev, 0, 8, false, 1024, 1, nc><<<grid, block, smem, stream>>>(dp);
   }
   check_launch("decode_stream_kernel", api);
 }

@@ -119,29 +119,60 @@ struct warp_route {
 //! publish(r) runs on lane 0 before the warp's shuffles (decode_split_kernel writes its block's shared
 //! copies there: written after the shuffles instead, its N = 16 step took 20.3 against 18.3 µs, 75
 //! registers against 64, session 16's device call 2); pass a no-op to write them after the call.
-template <class R, class Dev, class Cfg, class Publish>
+//!
+//! NC > 0: N is NC, known at compile time (the partition policy's num_routed, forward.cuh:
+//! route_static_n). Lane 0 then loads the logits itself and runs R::route on arrays of its own of NC
+//! elements, whose loops the compiler unrolls into registers — the same function on the same values in
+//! the same order, so the same answer, without the chain of dependent shared-memory accesses (scratch
+//! and flags are not used). NC = 0: any N, over scratch.
+template <class R, class Dev, int NC = 0, class Cfg, class Publish>
 __device__ __forceinline__ warp_route route_in_warp(const Cfg& cfg, int N, const Dev* logits, const float* params, float* scratch,
                                                     std::uint8_t* flags, int want, int first_routed, int lane, Publish publish) {
-  float* rx = scratch;   // logits [N]
-  float* rp = rx + N;    // scores [N]
-  float* rcw = rp + N;   // write weights [N]
-  float* rcr = rcw + N;  // read weights [N]
-  for (int m = lane; m < N; m += 32) rx[m] = to_f32(logits[m]);
-  __syncwarp();
   warp_route r;
-  if (lane == 0) {
-    for (int m = 0; m < N; ++m) r.finite &= finite_f32(rx[m]);
-    if (r.finite) {
-      R::route(cfg, N, rx, params, rp, rcw, rcr, flags, round_to_dev<Dev>{});
-      for (int m = 0; m < N; ++m) {
-        const std::uint32_t fm = flags[m] & (detail::route_write | detail::route_read);
-        if (fm && want-- == 0) {
-          r.part = m + first_routed, r.flags = fm, r.cw = rcw[m], r.cr = rcr[m];
-          break;
+  if constexpr (NC > 0) {
+    (void)N, (void)scratch, (void)flags;
+    if (lane == 0) {
+      float rx[NC], rp[NC], rcw[NC], rcr[NC];
+      std::uint8_t fl[NC];
+#pragma unroll
+      for (int m = 0; m < NC; ++m) rx[m] = to_f32(logits[m]);
+#pragma unroll
+      for (int m = 0; m < NC; ++m) r.finite &= finite_f32(rx[m]);
+      if (r.finite) {
+        R::route(cfg, NC, rx, params, rp, rcw, rcr, fl, round_to_dev<Dev>{});
+        int left = want;  // the want-th partition the token touches, by ascending index
+#pragma unroll
+        for (int m = 0; m < NC; ++m) {
+          const std::uint32_t fm = fl[m] & (detail::route_write | detail::route_read);
+          if (fm) {
+            if (left == 0) r.part = m + first_routed, r.flags = fm, r.cw = rcw[m], r.cr = rcr[m];
+            --left;
+          }
         }
       }
+      publish(r);
     }
-    publish(r);
+  } else {
+    float* rx = scratch;   // logits [N]
+    float* rp = rx + N;    // scores [N]
+    float* rcw = rp + N;   // write weights [N]
+    float* rcr = rcw + N;  // read weights [N]
+    for (int m = lane; m < N; m += 32) rx[m] = to_f32(logits[m]);
+    __syncwarp();
+    if (lane == 0) {
+      for (int m = 0; m < N; ++m) r.finite &= finite_f32(rx[m]);
+      if (r.finite) {
+        R::route(cfg, N, rx, params, rp, rcw, rcr, flags, round_to_dev<Dev>{});
+        for (int m = 0; m < N; ++m) {
+          const std::uint32_t fm = flags[m] & (detail::route_write | detail::route_read);
+          if (fm && want-- == 0) {
+            r.part = m + first_routed, r.flags = fm, r.cw = rcw[m], r.cr = rcr[m];
+            break;
+          }
+        }
+      }
+      publish(r);
+    }
   }
   r.part = __shfl_sync(0xffffffffu, r.part, 0), r.flags = __shfl_sync(0xffffffffu, r.flags, 0), r.cw = __shfl_sync(0xffffffffu, r.cw, 0);
   return r;
