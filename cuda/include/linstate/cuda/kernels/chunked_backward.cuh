@@ -984,8 +984,14 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   const int hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
   const int kt = static_cast<int>(blockIdx.z), k0 = kt * KT, kn = K - k0 < KT ? K - k0 : KT;
   const index_t ch = c * HV + hv;
-  const chunk_where at = locate_chunk(p, c);
-  const device_source<Dev> src = at.is_shared ? p.shr : p.main;
+  // where the chunk lies. The Sided instance keeps it in shared memory from here to the stores (at,
+  // below), not in registers across the products: holding it, it spilled 20 bytes at 64 registers; the
+  // one-partition instance spills when it does the same (ptxas -v, session 17)
+  __shared__ chunk_where at_s;
+  const chunk_where at0 = locate_chunk(p, c);
+  if constexpr (Sided)
+    if (tid == 0) at_s = at0;
+  const device_source<Dev> src = at0.is_shared ? p.shr : p.main;
 
   // 1. the copies that need no records (Γ, the state slices), then those that do
   stage_rows_async<float>(G, KT, C, KT, p.gambuf + ch * static_cast<index_t>(C) * KP + k0, KT, true,
@@ -998,7 +1004,7 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
     stage_rows_swz(Hs, KT, p.hsbuf + ch * KV + static_cast<index_t>(k0) * V, V, vs, row, key);
   }
   asm volatile("cp.async.commit_group;\n" ::: "memory");
-  load_records(p, c, at, h, hv, recs);
+  load_records(p, c, at0, h, hv, recs);
   if (tid < C / 16) slow[tid] = 0;
   __syncthreads();  // records
   {
@@ -1011,9 +1017,6 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   }
   asm volatile("cp.async.commit_group;\n" ::: "memory");
   const bool want_dg = p.dg || p.dg_out || (Sided && p.dg_out0);
-  // a direct store's tensor (Sided only): the shared partition's for its stream's chunks (slot 0), the
-  // other for every other stream's (one routed slot per token, or the single other partition)
-  auto direct_of = [&](Dev* out, Dev* out0) { return at.is_shared ? out0 : out; };
   if (want_dg) {  // the floor bits of the writing rows (Γ summed the floored gates: dg is exactly 0 there)
     for (int e = warp; e < C * (KT / 32); e += nt >> 5) {
       const int t = e / (KT / 32), a = (e % (KT / 32)) * 32 + lane;
@@ -1054,6 +1057,10 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   if (role == 0) warp_abt_swz<2>(acc, Vr, rb, Ds, a0);  // v D_cᵀ
   else warp_abt_swz<2>(acc, Or, rb, Hs, a0);            // dO H_cᵀ
   __syncthreads();  // dA written; v, dO, D_c and H_c read: R_k and R_q take their place
+  const chunk_where at = Sided ? at_s : at0;
+  // a direct store's tensor (Sided only): the shared partition's for its stream's chunks (slot 0), the
+  // other for every other stream's (one routed slot per token, or the single other partition)
+  auto direct_of = [&](Dev* out, Dev* out0) { return at.is_shared ? out0 : out; };
   {  // dk̃^inter = e^{γ−Γ_j} ⊙ (D_c v_j) on the writing rows; dq̂^inter = e^{Γ_t} ⊙ (H_c dO_t) on the reading rows
     float* R = role == 0 ? Rk : Rq;
 #pragma unroll
