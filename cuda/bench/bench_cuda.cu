@@ -518,7 +518,8 @@ void run_decodes(bench_context& ctx) {
   cd::decode_stream_enabled = ctx.cfg.decode_path == "auto" || ctx.cfg.decode_path == "stream";
   cd::decode_split_enabled = ctx.cfg.decode_path == "auto" || ctx.cfg.decode_path == "split";
   if (ctx.cfg.decode_path == "split")
-    cd::decode_split_max_n = 64, cd::decode_split_max_tasks = index_t{1} << 40, cd::decode_split_single = true;
+    cd::decode_split_max_n = 64, cd::decode_split_max_tasks = index_t{1} << 40, cd::decode_split_single = true,
+    cd::decode_split_single_max_tasks = index_t{1} << 40;
   cd::decode_stream_variant = ctx.cfg.decode_variant;
   if (ctx.cfg.decode_path == "fused") cd::decode_fused_max_n = 64, cd::decode_fused_max_tasks = index_t{1} << 40;
   if (ctx.cfg.decode_path == "stream") cd::decode_stream_max_n = 64, cd::decode_stream_min_tasks = 0;

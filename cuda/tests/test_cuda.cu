@@ -690,6 +690,7 @@ struct decode_path {
     if (path < 0) return;
     cd::decode_fused_enabled = path == 1, cd::decode_stream_enabled = path == 2 || path == 3;
     cd::decode_split_enabled = path == 4, cd::decode_split_single = path == 4;
+    cd::decode_split_single_max_tasks = index_t{1} << 40;
     cd::decode_stream_variant = path == 3 ? 1 : 0;
     cd::decode_fused_max_n = 64, cd::decode_fused_max_tasks = index_t{1} << 40;
     cd::decode_stream_max_n = 64, cd::decode_stream_min_tasks = 0;
@@ -700,7 +701,7 @@ struct decode_path {
     cd::decode_fused_enabled = true, cd::decode_fused_max_n = max_n, cd::decode_fused_max_tasks = max_tasks;
     cd::decode_stream_enabled = true, cd::decode_stream_max_n = smax_n, cd::decode_stream_min_tasks = smin_tasks;
     cd::decode_split_enabled = true, cd::decode_split_max_n = pmax_n, cd::decode_split_max_tasks = pmax_tasks;
-    cd::decode_split_single = false;
+    cd::decode_split_single = single, cd::decode_split_single_max_tasks = single_max_tasks;
     cd::decode_stream_variant = 0;
   }
   decode_path(const decode_path&) = delete;
@@ -711,6 +712,8 @@ struct decode_path {
       pmax_n = linstate::cuda_detail::decode_split_max_n;
   index_t max_tasks = linstate::cuda_detail::decode_fused_max_tasks, smin_tasks = linstate::cuda_detail::decode_stream_min_tasks,
           pmax_tasks = linstate::cuda_detail::decode_split_max_tasks;
+  bool single = linstate::cuda_detail::decode_split_single;
+  index_t single_max_tasks = linstate::cuda_detail::decode_split_single_max_tasks;
 };
 
 //! Bit for bit equal tensors (same element count, same bytes).

@@ -163,36 +163,41 @@ struct bwd_partials {
 };
 
 //! The gradients whose slot sum (step 3) has exactly one term, so that the kernel forming the partial
-//! can store the gradient itself (rounded once, from the same fp32 value) and step 3 skip it: every
-//! token reads and writes one slot (Rr = Rw = 1: one partition, no shared one; then no routing router
-//! either, so no router flags and no NaN rows), one V group (Z = 1) and, for q and k (summed over the
-//! value heads of an output head), HV = H. From the problem (what the policy and the call declare),
-//! never from which policy it is; the caller keeps only what its kernels can store directly. (The sum
-//! would be 0.f + x: the same value but for x = −0, which the sum turns into +0 and the direct store
-//! keeps; every other value, NaN and ±inf included, rounds to the same bits.)
+//! can store the gradient itself (rounded once, from the same fp32 value) and step 3 skip it. From the
+//! problem (what the policy and the call declare), never from which policy it is; the caller keeps only
+//! what its kernels can store directly. (The sum would be 0.f + x: the same value but for x = −0, which
+//! the sum turns into +0 and the direct store keeps; every other value, NaN and ±inf included, rounds to
+//! the same bits.)
 struct direct_set {
   bool q = false, k = false, v = false, g = false, beta = false;
 };
-inline direct_set single_slot_gradients(const detail::problem& pb, int z_groups) {
-  const bool one = read_slots(pb) == 1 && write_slots(pb) == 1 && !pb.routed && z_groups == 1;
-  const bool heads = pb.HV == pb.H;
-  return {one && heads, one && heads, one, one && pb.gate_width() > 0, one && pb.uses_beta};
-}
 
-//! single_slot_gradients for the diagonal family's bf16 path through chunk_bwd_dqkg_kernel, which also
-//! takes routed and shared partitions: a gradient is stored directly when each side's sum has one term —
-//! q when every token reads one routed slot (Rr − shared = 1: kr = 1, or one partition), k and g when it
-//! writes one (Rw − shared = 1), both sides then (the shared partition's grads.shared.* is slot 0 alone);
-//! v only when every token writes one slot in all (Rw = 1: no shared partition, whose v is the same
-//! tensor); Z = 1, and HV = H for q and k. With a routing router the tokens whose logits are not finite
-//! get NaN rows in those tensors afterwards (nan_rows_kernel), as the slot sum gives them. SSE n4k1s at
-//! T = 32768 (bf16, H = 8, K = V = 128): six of the seven slot sums (q, k, g and shared.*; v keeps its
-//! two-slot sum), ≈ 500 µs of the backward (session 16's ncu, docs/benchmarks.md).
+//! The rule of the diagonal family's bf16 path through chunk_bwd_dqkg_kernel, which also takes routed
+//! and shared partitions: a gradient is stored directly when each side's sum has one term — q when every
+//! token reads one routed slot (Rr − shared = 1: kr = 1, or one partition), k and g when it writes one
+//! (Rw − shared = 1), both sides then (the shared partition's grads.shared.* is slot 0 alone); v only
+//! when every token writes one slot in all (Rw = 1: no shared partition, whose v is the same tensor);
+//! Z = 1 (one V group), and HV = H for q and k (summed over the value heads of an output head). With a
+//! routing router the tokens whose logits are not finite get NaN rows in those tensors afterwards
+//! (nan_rows_kernel), as the slot sum gives them. SSE n4k1s at T = 32768 (bf16, H = 8, K = V = 128): six
+//! of the seven slot sums (q, k, g and shared.*; v keeps its two-slot sum), ≈ 500 µs of the backward
+//! (session 16's ncu, docs/benchmarks.md).
 inline direct_set diagonal_single_slot_gradients(const detail::problem& pb, int z_groups) {
   const int first = pb.shared ? 1 : 0;
   const bool z1 = z_groups == 1, heads = pb.HV == pb.H;
   const bool rd1 = read_slots(pb) - first == 1, wr1 = write_slots(pb) - first == 1;
   return {z1 && heads && rd1, z1 && heads && wr1, z1 && write_slots(pb) == 1, z1 && wr1 && pb.gate_width() > 0, false};
+}
+
+//! The same rule for the other kernels (the delta rule's, the unrouted fp32 / fp16 paths), which store
+//! one partition's gradients only: every token reads and writes one slot (Rr = Rw = 1: one partition,
+//! no shared one; then no routing router either, so no router flags and no NaN rows) — there it is
+//! diagonal_single_slot_gradients' rule, plus β.
+inline direct_set single_slot_gradients(const detail::problem& pb, int z_groups) {
+  if (read_slots(pb) != 1 || write_slots(pb) != 1 || pb.routed) return {};
+  direct_set d = diagonal_single_slot_gradients(pb, z_groups);
+  d.beta = z_groups == 1 && pb.uses_beta;
+  return d;
 }
 
 //! Step 3: the partial buffers → the requested gradients of q, k, v, g, β and shared.* (deterministic

@@ -259,7 +259,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
       sp = sp && decode_split_smem_bytes(decode_groups, routed_groups, rec_warps, sh.wpb, R::routes ? static_cast<int>(pb.N) : 0) <=
                      48 * 1024;
       if constexpr (R::routes) sp = sp && pb.N <= decode_split_max_n;
-      else sp = sp && decode_split_single && pb.P == 1 && !pb.shared;
+      else sp = sp && decode_split_single && pb.P == 1 && !pb.shared && pb.S * pb.HV <= decode_split_single_max_tasks;
       if (sp && device_has_clusters(api)) split = true, fused = false;
     }
   }

@@ -91,10 +91,14 @@ inline constexpr int split_max_block_warps = 8;  //!< 256 threads: the tile's 32
 inline bool decode_split_enabled = true;
 inline index_t decode_split_max_tasks = 127;
 inline int decode_split_max_n = 16;
-//! Whether the split kernel also takes one partition without a router (GLA): off, because at B = 1
-//! it measured no faster than decode_kernel there (graph step 4.30 against 4.26 µs, device call 1 of
-//! session 15); the tests and bench_cuda --decode-path=split switch it on.
-inline bool decode_split_single = false;
+//! Whether the split kernel also takes one partition without a router (GLA), at most
+//! decode_split_single_max_tasks sequences × value heads: since the token's rows load before the
+//! routing (session 17) it beats decode_kernel there — CUDA-graph step at H = 8, K = V = 128, bf16:
+//! 3.98 / 4.21 / 4.81 µs against 4.36 / 4.58 / 5.09 at B = 1 / 2 / 4, but 7.80 against 6.11 at B = 8
+//! (S·HV = 64; device call 2 of session 17). Session 15 had measured 4.30 against 4.26 at B = 1 and
+//! left it off. The tests and bench_cuda --decode-path=split switch it on at every size.
+inline bool decode_split_single = true;
+inline index_t decode_split_single_max_tasks = 32;
 
 //! How a partition's ceil(K/32) warps are spread: `cluster` blocks of `wpb` warps per group.
 struct split_shape {

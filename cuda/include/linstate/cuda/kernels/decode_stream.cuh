@@ -280,10 +280,12 @@ void launch_decode_stream(const decode_params<R, Dev>& dp, int nw, int N, cudaSt
   const dim3 block(static_cast<unsigned>(32 * nw * dp.groups));
   if (dp.r.K == 128 && dp.r.V == 128) {
     // 16 rows in flight per warp at up to 128 registers (two blocks of 256 threads per multiprocessor),
-    // unless routing is long (N > 8: one thread's O(N²) top-k, which the fewer resident warps do not
-    // hide) or the block too large: then 8 rows at 64 registers (docs/benchmarks.md, session 12)
+    // unless routing is long (N > 8 over shared memory: one thread's O(N²) top-k, which the fewer
+    // resident warps do not hide) or the block too large: then 8 rows at 64 registers
+    // (docs/benchmarks.md, session 12). Routing over registers (nc > 0) is short at any N: SSE n16k1s
+    // 14.74 → 12.66 µs at B = 16 and 76.45 → 74.30 at B = 128 on the 128-register variant (session 17)
     int variant = decode_stream_variant;
-    if (variant == 0) variant = (R::routes && N > 8) || block.x > 512 ? 1 : 2;
+    if (variant == 0) variant = (R::routes && N > 8 && nc == 0) || block.x > 512 ? 1 : 2;
     if (variant == 2 && block.x <= 512) decode_stream_kernel<D, R, Dev, 128, 8, true, 512, 1, nc><<<grid, block, smem, stream>>>(dp);
     else decode_stream_kernel<D, R, Dev, 128, 8, false, 1024, 1, nc><<<grid, block, smem, stream>>>(dp);
   } else {
