@@ -46,7 +46,9 @@ LINSTATE_HOST_DEVICE inline bool in_top_k(const T* p, int n, int k, int i) {
 template <class T, class P>
 LINSTATE_HOST_DEVICE inline void softmax_backward(const P* p, const T* dp, int n, T* dx) {
   T pdp = T(0);
+  LINSTATE_UNROLL
   for (int i = 0; i < n; ++i) pdp += static_cast<T>(p[i]) * dp[i];
+  LINSTATE_UNROLL
   for (int i = 0; i < n; ++i) dx[i] = static_cast<T>(p[i]) * (dp[i] - pdp);
 }
 

@@ -141,18 +141,23 @@ struct top_k {
                                                     const P* p, const std::uint8_t* flags, const T* dcw, const T* dcr,
                                                     T* dx, T* work) {
     T* dp = work;
+    LINSTATE_UNROLL
     for (int n = 0; n < N; ++n) dp[n] = T(0);
+    LINSTATE_UNROLL
     for (int side = 0; side < 2; ++side) {
       if (!has(c.gates, side == 0 ? gate::write : gate::read)) continue;
       const std::uint8_t bit = side == 0 ? detail::route_write : detail::route_read;
       const T* dc = side == 0 ? dcw : dcr;
       if (!c.renormalize) {
+        LINSTATE_UNROLL
         for (int n = 0; n < N; ++n)
           if (flags[n] & bit) dp[n] += dc[n];
       } else {  // c_n = p_n / S, S = Σ_{m∈sel} p_m:  dp_m += dc_m / S − Σ_n dc_n p_n / S²  (m ∈ sel)
         T S = T(0), cross = T(0);
+        LINSTATE_UNROLL
         for (int n = 0; n < N; ++n)
           if (flags[n] & bit) S += static_cast<T>(p[n]), cross += dc[n] * static_cast<T>(p[n]);
+        LINSTATE_UNROLL
         for (int m = 0; m < N; ++m)
           if (flags[m] & bit) dp[m] += dc[m] / S - cross / (S * S);
       }

@@ -242,7 +242,7 @@ void combine_gradients(cudaStream_t stream, const detail::problem& pb, const bwd
 
 //! Step 4: dcw, dcr → `dlogits` [B,T,N] through the router policy's R::weights_backward (a routing
 //! router only; no-op when dlogits is empty).
-template <class R, class Scalar>
+template <int NC = 0, class R, class Scalar>
 void router_backward(cudaStream_t stream, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const bwd_partials& pt,
                      const std::uint32_t* meta, const tensor_view<Scalar>& dlogits, const char* api) {
   using Dev = device_scalar_t<Scalar>;
@@ -255,7 +255,7 @@ void router_backward(cudaStream_t stream, const detail::problem_for<R>& pb, cons
     rp.dcw = pt.dcw, rp.dcr = pt.dcr, rp.zstride = pt.zs_c;
     rp.dlogits = device_ptr(dlogits.data);
     constexpr int threads = 128;
-    router_bwd_kernel<R, Dev><<<static_cast<unsigned>((pb.tokens() + threads - 1) / threads), threads, 0, stream>>>(rp);
+    router_bwd_kernel<R, Dev, NC><<<static_cast<unsigned>((pb.tokens() + threads - 1) / threads), threads, 0, stream>>>(rp);
     check_launch("router_bwd_kernel", api);
   } else {
     (void)stream, (void)pb, (void)in, (void)pt, (void)meta, (void)dlogits, (void)api;
@@ -290,7 +290,7 @@ constexpr int bwd_segment() {
 //! Enqueues the whole backward pass (steps 1–4) for a checked problem. Step 2 is
 //! recurrent_bwd_kernel<D> for family::diagonal and family::delta, generic_backward_kernel<D> (from
 //! the policy's step / step_adjoint) for family::recurrent_only.
-template <class D, class R, class Scalar>
+template <class D, int NC = 0, class R, class Scalar>
 void run_backward(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const cotangents<Scalar>& d,
                   const gradients<Scalar>& g, int segment, const char* api) {
   static_assert(check_decay<D>());
@@ -373,7 +373,7 @@ void run_backward(const cuda& be, const detail::problem_for<R>& pb, const inputs
 
   // --- 1. router --------------------------------------------------------------------------------
   if constexpr (R::routes)
-    if (n_route) launch_router(stream, pb, in, cw, cr, meta, nullptr, api);
+    if (n_route) launch_router<NC>(stream, pb, in, cw, cr, meta, nullptr, api);
 
   // --- 2. per-partition recurrent backward ----------------------------------------------------------
   if constexpr (generic) {
@@ -419,14 +419,14 @@ void run_backward(const cuda& be, const detail::problem_for<R>& pb, const inputs
 
   // --- 3. slots → gradients; 4. router ---------------------------------------------------------------
   combine_gradients(stream, pb, pt, meta, g, api);
-  router_backward(stream, pb, in, pt, meta, g.router_logits, api);
+  router_backward<NC>(stream, pb, in, pt, meta, g.router_logits, api);
   // the scratch memory is released here with cudaFreeAsync, ordered after the kernels
 }
 
 //! The chunk-parallel backward: router, record table, then the chunked kernels into the per-slot
 //! partials (Z = 1) and steps 3–4. family::diagonal: kernels/chunked_backward.cuh (K, V ≤ 128);
 //! family::delta: kernels/chunked_delta.cuh (any input type, exact fp32).
-template <class D, class R, class Scalar>
+template <class D, int NC = 0, class R, class Scalar>
 void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>& in, const cotangents<Scalar>& d,
                           const gradients<Scalar>& g, const char* api, const unsigned char* kept = nullptr) {
   static_assert(check_decay<D>());
@@ -506,7 +506,7 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   float* cr = n_route ? cw + n_route : nullptr;
   auto* meta = n_route ? reinterpret_cast<std::uint32_t*>(base + at_meta) : nullptr;
   if constexpr (R::routes)
-    if (n_route) launch_router(stream, pb, in, cw, cr, meta, nullptr, api);
+    if (n_route) launch_router<NC>(stream, pb, in, cw, cr, meta, nullptr, api);
 
   auto* seg_chunk = reinterpret_cast<index_t*>(base + at_segc);
   auto* chunk_seg = reinterpret_cast<int*>(base + at_cseg);
@@ -559,7 +559,7 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
     launch_nan_rows<Dev>(a, stream, api);
   }
   combine_gradients(stream, pb, pt, meta, gp, api);
-  router_backward(stream, pb, in, pt, meta, g.router_logits, api);
+  router_backward<NC>(stream, pb, in, pt, meta, g.router_logits, api);
 }
 
 template <class Scalar>
@@ -602,9 +602,9 @@ void backward_impl(const cuda& be, const inputs<Scalar>& in, const cotangents<Sc
     if (chunked) {
       const unsigned char* ops = nullptr;
       if constexpr (keeps_operands<D, device_scalar_t<Scalar>>) ops = kept ? static_cast<const unsigned char*>(sa::device_data(*saved)) : nullptr;
-      return run_backward_chunked<D>(be, pb, in, d, grads, api, ops);
+      return run_backward_chunked<D, route_static_n<Spec>>(be, pb, in, d, grads, api, ops);
     }
-  run_backward<D>(be, pb, in, d, grads, bwd_segment<Algorithm>(), api);
+  run_backward<D, route_static_n<Spec>>(be, pb, in, d, grads, bwd_segment<Algorithm>(), api);
 }
 
 template <class Spec, class Algorithm = automatic, class Strategy = varlen, InputScalar Scalar>

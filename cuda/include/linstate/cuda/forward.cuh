@@ -138,7 +138,7 @@ inline void require_generic_supported(const std::string& api, const detail::prob
 //! Enqueues router_kernel (a routing router): weights cw, cr [tokens, N] and meta words with flags,
 //! read slots and write slots, from the policy's R::route. `o_nan`: the output [tokens, HV·V] whose
 //! rows of a non-finite token become NaN (when a token has a single reader), or null.
-template <class R, class Scalar>
+template <int NC = 0, class R, class Scalar>
 void launch_router(cudaStream_t stream, const detail::problem_for<R>& pb, const inputs<Scalar>& in, float* cw, float* cr,
                    std::uint32_t* meta, device_scalar_t<Scalar>* o_nan, const char* api) {
   using Dev = device_scalar_t<Scalar>;
@@ -154,7 +154,7 @@ void launch_router(cudaStream_t stream, const detail::problem_for<R>& pb, const 
   rp.o_nan = o_nan;
   rp.row = pb.HV * pb.V;
   constexpr int threads = 128;
-  router_kernel<R, Dev><<<static_cast<unsigned>((tokens + threads - 1) / threads), threads, 0, stream>>>(rp);
+  router_kernel<R, Dev, R::routes ? NC : 0><<<static_cast<unsigned>((tokens + threads - 1) / threads), threads, 0, stream>>>(rp);
   check_launch("router_kernel", api);
 }
 
@@ -328,7 +328,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   float* o_part = n_part ? static_cast<float*>(at(at_part)) : nullptr;
 
   if constexpr (R::routes)
-    if (n_route) launch_router(stream, pb, in, cw, cr, meta, direct ? device_ptr(o) : nullptr, api);
+    if (n_route) launch_router<NC>(stream, pb, in, cw, cr, meta, direct ? device_ptr(o) : nullptr, api);
 
   if constexpr (generic) {
     generic_params<Dev> p;
