@@ -79,7 +79,7 @@ inline void for_row_tiles(index_t m, index_t i0, Run&& run) {
 //! 16"). Up to 5 arrays; step i of the next chunk reads token tok(i) = token ? token[i] : first + i, and
 //! array a's row of token t lies at base[a] + t·stride[a] bytes, `lines[a]` cache lines long (an array the
 //! chunk writes, the output rows, with a prefetch for writing: prefetchw where the target has it). Prefetched
-//! row by row (every array's row of step i, then of i + 1), `per_step` lines a step, with prefetcht1 (into L2,
+//! row by row (every array's row of step i, then of i + 1), one array's row (all its lines) a step, with prefetcht1 (into L2,
 //! leaving L1 to the products; on the Zen 3 VM t0 and t1 measured alike within the A/B's ±2 %). Prefetches
 //! change no value: the same bits with or without them.
 struct prefetch_lines {
@@ -90,13 +90,13 @@ struct prefetch_lines {
   bool write[max_arrays] = {};
   const index_t* token = nullptr;
   index_t first = 0, rows = 0;  // rows: the steps to prefetch (0: none)
-  int arrays = 0, per_step = 8;
-  index_t r = 0, l = 0;  // the cursor: step r, line l of array a
+  int arrays = 0;
+  index_t r = 0;  // the cursor: step r, array a
   int a = 0;
   //! Names the next chunk: its steps [i0, i0 + n) of a stream (token: the stream's token list or null,
   //! first: its first token); the arrays are added after.
   void start(const index_t* tok, index_t tok_first, index_t i0, index_t n) {
-    token = tok ? tok + i0 : nullptr, first = tok_first + i0, rows = n, arrays = 0, r = 0, l = 0, a = 0;
+    token = tok ? tok + i0 : nullptr, first = tok_first + i0, rows = n, arrays = 0, r = 0, a = 0;
   }
   void clear() { rows = 0, arrays = 0; }
   //! Appends one array: p at token 0, stride_bytes between tokens, `bytes` read (or written: w) per token.
@@ -106,20 +106,20 @@ struct prefetch_lines {
     write[arrays] = w;
     ++arrays;
   }
+  //! One array's row of one step (all its lines, unrolled by the compiler for the usual 8), then the next array's
+  //! row on the next call: one address computation per row instead of per line.
   void step() {
-    if (arrays == 0) return;
-    for (int n = per_step; n > 0 && r < rows; --n) {
+    if (r >= rows || arrays == 0) return;
 #if LINSTATE_GEMM_KERNEL
-      const index_t t = token ? token[r] : first + r;
-      const char* const p = base[a] + t * stride[a] + l * line;
-      if (write[a]) __builtin_prefetch(p, 1, 2);
-      else __builtin_prefetch(p, 0, 2);  // prefetcht1
+    const index_t t = token ? token[r] : first + r;
+    const char* const p = base[a] + t * stride[a];
+    const index_t n = lines[a];
+    if (write[a])
+      for (index_t i = 0; i < n; ++i) __builtin_prefetch(p + i * line, 1, 2);
+    else
+      for (index_t i = 0; i < n; ++i) __builtin_prefetch(p + i * line, 0, 2);  // prefetcht1
 #endif
-      if (++l == lines[a]) {
-        l = 0;
-        if (++a == arrays) a = 0, ++r;
-      }
-    }
+    if (++a == arrays) a = 0, ++r;
   }
 };
 
