@@ -309,6 +309,17 @@ inline void transpose8(const float* __restrict s, index_t lds, float* __restrict
 }
 #endif
 
+#if LINSTATE_GEMM_KERNEL
+//! transpose8, and besides d2 (8×8, row stride ld2) = s ⊙ scale (column j of the block times scale[j]), from the
+//! rows transpose8 loads: one multiplication per element, as Eigen's `X * scale.asDiagonal()` rounds it.
+inline void transpose8_scale(const float* __restrict s, index_t lds, float* __restrict d, index_t ldd,
+                             const float* __restrict scale, float* __restrict d2, index_t ld2) {
+  const __m256 f = _mm256_loadu_ps(scale);
+  for (int r = 0; r < 8; ++r) _mm256_storeu_ps(d2 + r * ld2, _mm256_mul_ps(_mm256_loadu_ps(s + r * lds), f));
+  transpose8(s, lds, d, ldd);
+}
+#endif
+
 //! dst (n×m, row stride ldd) = srcᵀ, src m×n (row stride lds): the kernels' operand transposes (a pure
 //! copy, so the same bits as Eigen's `= X.transpose()`, which on row-major operands took 3.0–9.8 µs for
 //! 64×128 against 1.1–1.4 µs in 8×8 blocks here: docs/benchmarks.md "Issue 13, session 10").
@@ -324,6 +335,24 @@ inline void transpose(index_t m, index_t n, const float* __restrict src, index_t
 #endif
   for (; i < m; ++i)
     for (index_t j = 0; j < n; ++j) dst[j * ldd + i] = src[i * lds + j];
+}
+
+//! transpose(), and besides dst2 (m×n, row stride ld2) = src ⊙ scale (src(i, j)·scale[j], one rounding: the
+//! same bits as Eigen's `src * scale.asDiagonal()`), while the blocks are in registers: the chunked forward's
+//! K ⊙ e^{−Γ} transposed for the scores and times e^{γ} for the state update in one pass over it.
+inline void transpose_scale(index_t m, index_t n, const float* __restrict src, index_t lds, float* __restrict dst, index_t ldd,
+                            const float* __restrict scale, float* __restrict dst2, index_t ld2) {
+  index_t i = 0;
+#if LINSTATE_GEMM_KERNEL
+  for (; i + 8 <= m; i += 8) {
+    index_t j = 0;
+    for (; j + 8 <= n; j += 8) transpose8_scale(src + i * lds + j, lds, dst + j * ldd + i, ldd, scale + j, dst2 + i * ld2 + j, ld2);
+    for (; j < n; ++j)
+      for (index_t r = i; r < i + 8; ++r) dst[j * ldd + r] = src[r * lds + j], dst2[r * ld2 + j] = src[r * lds + j] * scale[j];
+  }
+#endif
+  for (; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) dst[j * ldd + i] = src[i * lds + j], dst2[i * ld2 + j] = src[i * lds + j] * scale[j];
 }
 
 //! C (m×n) = / += / −= A (m×k) · B (k×n), or = diag(row_scale)·C + A·B (scale_add, row_scale [m]); see
