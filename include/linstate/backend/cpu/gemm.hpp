@@ -79,7 +79,7 @@ inline void for_row_tiles(index_t m, index_t i0, Run&& run) {
 //! 16"). Up to 5 arrays; step i of the next chunk reads token tok(i) = token ? token[i] : first + i, and
 //! array a's row of token t lies at base[a] + t·stride[a] bytes, `lines[a]` cache lines long (an array the
 //! chunk writes, the output rows, with a prefetch for writing: prefetchw where the target has it). Prefetched
-//! row by row (every array's row of step i, then of i + 1), `per_step` lines a step, with prefetcht1 (into L2,
+//! row by row (every array's row of step i, then of i + 1), one array's row (all its lines) a step, with prefetcht1 (into L2,
 //! leaving L1 to the products; on the Zen 3 VM t0 and t1 measured alike within the A/B's ±2 %). Prefetches
 //! change no value: the same bits with or without them.
 struct prefetch_lines {
@@ -90,13 +90,13 @@ struct prefetch_lines {
   bool write[max_arrays] = {};
   const index_t* token = nullptr;
   index_t first = 0, rows = 0;  // rows: the steps to prefetch (0: none)
-  int arrays = 0, per_step = 8;
-  index_t r = 0, l = 0;  // the cursor: step r, line l of array a
+  int arrays = 0;
+  index_t r = 0;  // the cursor: step r, array a
   int a = 0;
   //! Names the next chunk: its steps [i0, i0 + n) of a stream (token: the stream's token list or null,
   //! first: its first token); the arrays are added after.
   void start(const index_t* tok, index_t tok_first, index_t i0, index_t n) {
-    token = tok ? tok + i0 : nullptr, first = tok_first + i0, rows = n, arrays = 0, r = 0, l = 0, a = 0;
+    token = tok ? tok + i0 : nullptr, first = tok_first + i0, rows = n, arrays = 0, r = 0, a = 0;
   }
   void clear() { rows = 0, arrays = 0; }
   //! Appends one array: p at token 0, stride_bytes between tokens, `bytes` read (or written: w) per token.
@@ -106,20 +106,20 @@ struct prefetch_lines {
     write[arrays] = w;
     ++arrays;
   }
+  //! One array's row of one step (all its lines, unrolled by the compiler for the usual 8), then the next array's
+  //! row on the next call: one address computation per row instead of per line.
   void step() {
-    if (arrays == 0) return;
-    for (int n = per_step; n > 0 && r < rows; --n) {
+    if (r >= rows || arrays == 0) return;
 #if LINSTATE_GEMM_KERNEL
-      const index_t t = token ? token[r] : first + r;
-      const char* const p = base[a] + t * stride[a] + l * line;
-      if (write[a]) __builtin_prefetch(p, 1, 2);
-      else __builtin_prefetch(p, 0, 2);  // prefetcht1
+    const index_t t = token ? token[r] : first + r;
+    const char* const p = base[a] + t * stride[a];
+    const index_t n = lines[a];
+    if (write[a])
+      for (index_t i = 0; i < n; ++i) __builtin_prefetch(p + i * line, 1, 2);
+    else
+      for (index_t i = 0; i < n; ++i) __builtin_prefetch(p + i * line, 0, 2);  // prefetcht1
 #endif
-      if (++l == lines[a]) {
-        l = 0;
-        if (++a == arrays) a = 0, ++r;
-      }
-    }
+    if (++a == arrays) a = 0, ++r;
   }
 };
 
@@ -309,6 +309,17 @@ inline void transpose8(const float* __restrict s, index_t lds, float* __restrict
 }
 #endif
 
+#if LINSTATE_GEMM_KERNEL
+//! transpose8, and besides d2 (8×8, row stride ld2) = s ⊙ scale (column j of the block times scale[j]), from the
+//! rows transpose8 loads: one multiplication per element, as Eigen's `X * scale.asDiagonal()` rounds it.
+inline void transpose8_scale(const float* __restrict s, index_t lds, float* __restrict d, index_t ldd,
+                             const float* __restrict scale, float* __restrict d2, index_t ld2) {
+  const __m256 f = _mm256_loadu_ps(scale);
+  for (int r = 0; r < 8; ++r) _mm256_storeu_ps(d2 + r * ld2, _mm256_mul_ps(_mm256_loadu_ps(s + r * lds), f));
+  transpose8(s, lds, d, ldd);
+}
+#endif
+
 //! dst (n×m, row stride ldd) = srcᵀ, src m×n (row stride lds): the kernels' operand transposes (a pure
 //! copy, so the same bits as Eigen's `= X.transpose()`, which on row-major operands took 3.0–9.8 µs for
 //! 64×128 against 1.1–1.4 µs in 8×8 blocks here: docs/benchmarks.md "Issue 13, session 10").
@@ -324,6 +335,24 @@ inline void transpose(index_t m, index_t n, const float* __restrict src, index_t
 #endif
   for (; i < m; ++i)
     for (index_t j = 0; j < n; ++j) dst[j * ldd + i] = src[i * lds + j];
+}
+
+//! transpose(), and besides dst2 (m×n, row stride ld2) = src ⊙ scale (src(i, j)·scale[j], one rounding: the
+//! same bits as Eigen's `src * scale.asDiagonal()`), while the blocks are in registers: the chunked forward's
+//! K ⊙ e^{−Γ} transposed for the scores and times e^{γ} for the state update in one pass over it.
+inline void transpose_scale(index_t m, index_t n, const float* __restrict src, index_t lds, float* __restrict dst, index_t ldd,
+                            const float* __restrict scale, float* __restrict dst2, index_t ld2) {
+  index_t i = 0;
+#if LINSTATE_GEMM_KERNEL
+  for (; i + 8 <= m; i += 8) {
+    index_t j = 0;
+    for (; j + 8 <= n; j += 8) transpose8_scale(src + i * lds + j, lds, dst + j * ldd + i, ldd, scale + j, dst2 + i * ld2 + j, ld2);
+    for (; j < n; ++j)
+      for (index_t r = i; r < i + 8; ++r) dst[j * ldd + r] = src[r * lds + j], dst2[r * ld2 + j] = src[r * lds + j] * scale[j];
+  }
+#endif
+  for (; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) dst[j * ldd + i] = src[i * lds + j], dst2[i * ld2 + j] = src[i * lds + j] * scale[j];
 }
 
 //! C (m×n) = / += / −= A (m×k) · B (k×n), or = diag(row_scale)·C + A·B (scale_add, row_scale [m]); see

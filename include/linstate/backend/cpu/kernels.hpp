@@ -593,6 +593,9 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
     auto flat = [&](RowMat& X) { return contiguous_view(X, m, K); };
     // K ⊙ e^{−Γ} (factors ≤ e^{span}); serves the scores and, times e^{γ}, the state update
     if (any_w && one_gemm && !fused_exps) flat(sc.Einv).array() = flat(sc.Kc).array() * (-flat(sc.G).array()).exp();
+    // K ⊙ e^{γ − Γ} for the state update, formed in the scores' transpose (gemm::transpose_scale) into E's storage
+    // (E, read only by Qg before then) when that runs, else below into Kd's
+    bool kd_in_e = false;
     if (any_r) {
       auto Qg = scratch_view(sc.Kd, m, K);  // reuse Kd's storage for Q ⊙ e^{Γ}
       if (!fused_exps) {
@@ -610,7 +613,9 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       if (any_w) {
         if (one_gemm) {
 #if LINSTATE_GEMM_KERNEL
-          gemm::transpose(m, K, Einv.data(), Einv.outerStride(), sc.EinvT.data(), sc.EinvT.outerStride());
+          gemm::transpose_scale(m, K, Einv.data(), Einv.outerStride(), sc.EinvT.data(), sc.EinvT.outerStride(),
+                                sc.egamma.data(), E.data(), E.outerStride());
+          kd_in_e = true;
           // only A's lower triangle is kept (the causal mask below)
           gemm::product<gemm::set, gemm::c_lower>(m, m, K, Qg.data(), Qg.outerStride(), 1, sc.EinvT.data(),
                                                   sc.EinvT.outerStride(), A.data(), A.outerStride(), nullptr, pf);
@@ -621,7 +626,18 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
           intra_subchunked(Q, Kc, G, A, m);
         }
         LINSTATE_PHASE(gemm);
-        A.template triangularView<Eigen::StrictlyUpper>().setZero();
+#if LINSTATE_GEMM_KERNEL
+        // the causal mask where the product below reads: its register tiles (6 rows, 8 with AVX-512; V a multiple
+        // of 8, so no column is left to the plain loop, which reads whole rows) read row i of A up to their last
+        // row, i.e. A(i, j) for j < i + 8 at most; the elements further right are never read
+        if (V % 8 == 0)
+          for (index_t i = 0; i < m; ++i) {
+            float* const ai = A.data() + i * A.outerStride();
+            for (index_t j = i + 1; j < std::min(i + 8, m); ++j) ai[j] = 0.f;
+          }
+        else
+#endif
+          A.template triangularView<Eigen::StrictlyUpper>().setZero();
         LINSTATE_PHASE(other);
 #if LINSTATE_GEMM_KERNEL
         gemm::product<gemm::add, gemm::a_lower>(m, V, m, A.data(), A.outerStride(), 1, Vc.data(), Vc.outerStride(), O.data(),
@@ -633,8 +649,9 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
       }
     }
     if (any_w) {
-      auto Kd = scratch_view(sc.Kd, m, K);  // K ⊙ e^{γ − Γ} ≤ 1
-      if (one_gemm) Kd = Einv * sc.egamma.asDiagonal();
+      auto Kd = scratch_view(kd_in_e ? sc.E : sc.Kd, m, K);  // K ⊙ e^{γ − Γ} ≤ 1
+      if (kd_in_e) {
+      } else if (one_gemm) Kd = Einv * sc.egamma.asDiagonal();
       else
         for (index_t i = 0; i < m; ++i)
           Kd.row(i) = Kc.row(i).cwiseProduct((sc.gamma - G.row(i)).array().exp().matrix());
