@@ -484,6 +484,26 @@ TEST_CASE("chunked backward (bf16): SSE routed streams, router gradients, packed
   check_chunked_bf16<sse_n4k1s>(make<sse_n4k1s>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 64, .V = 64}, 210, true, cu), 70);
 }
 
+//! One bf16 backward call's data on the host and the device: the inputs, random cotangents (make_cot),
+//! gradient buffers shaped like the inputs (like) and the cotangents' device views (dc).
+struct bf16_call {
+  using bf = Eigen::bfloat16;
+  host_inputs<bf> hin;
+  linstate::inputs<bf> in;
+  cot_host c;
+  tensor<bf> dO;
+  linstate::gradient_result<bf> like;
+  device_inputs<bf> din;
+  linstate::device_buffer<bf> d_dO;
+  linstate::device_buffer<float> d_dht;
+  linstate::cotangents<bf> dc;
+  bf16_call(const random_inputs& data, std::uint64_t seed)
+      : hin(data), in(hin.view(true)), c(make_cot(data, seed)), dO(cast_to<bf>(c.dO)), like(alloc_like(in, data.state_shape())),
+        din(in), d_dO(upload(dO)), d_dht(upload(c.dht)), dc{d_dO.view(dO.shape()), d_dht.view(c.dht.shape())} {}
+  bf16_call(const bf16_call&) = delete;  // in, din and dc point into the members
+  bf16_call& operator=(const bf16_call&) = delete;
+};
+
 // The direct stores of one-slot gradients (backward.cuh: diagonal_single_slot_gradients) skip the slot
 // sum, which is what gives a token with non-finite router logits its NaN rows; nan_rows_kernel writes them
 // instead. Every gradient of SSE-n4k1s (q, k, g and shared.* stored directly, v summed) and of kw = 1,
@@ -495,15 +515,8 @@ void check_nonfinite_rows(random_inputs data, index_t bad, std::uint64_t seed) {
   using bf = Eigen::bfloat16;
   const index_t N = data.router_logits.shape()[2];
   data.router_logits[bad * N + 1] = std::numeric_limits<float>::quiet_NaN();
-  const host_inputs<bf> hin(data);
-  const linstate::inputs<bf> in = hin.view(true);
-  const cot_host c = make_cot(data, seed);
-  const tensor<bf> dO = cast_to<bf>(c.dO);
-  const auto like = alloc_like(in, data.state_shape());
-  device_inputs<bf> din(in);
-  auto d_dO = upload(dO);
-  auto d_dht = upload(c.dht);
-  const linstate::cotangents<bf> dc{d_dO.view(dO.shape()), d_dht.view(c.dht.shape())};
+  const bf16_call call(data, seed);
+  const auto& [hin, in, c, dO, like, din, d_dO, d_dht, dc] = call;
   for (const unsigned char fill : {0x00, 0xff}) {
     CAPTURE(int(fill));
     device_grads<bf> g(like, fill);
@@ -544,15 +557,8 @@ TEST_CASE("chunked backward (bf16): a token with non-finite router logits gets N
 template <class Spec, class Strategy = linstate::varlen>
 void check_saved(const random_inputs& data, std::uint64_t seed) {
   using bf = Eigen::bfloat16;
-  const host_inputs<bf> hin(data);
-  const linstate::inputs<bf> in = hin.view(true);
-  const cot_host c = make_cot(data, seed);
-  const tensor<bf> dO = cast_to<bf>(c.dO);
-  const auto like = alloc_like(in, data.state_shape());
-  device_inputs<bf> din(in);
-  auto d_dO = upload(dO);
-  auto d_dht = upload(c.dht);
-  const linstate::cotangents<bf> dc{d_dO.view(dO.shape()), d_dht.view(c.dht.shape())};
+  const bf16_call call(data, seed);
+  const auto& [hin, in, c, dO, like, din, d_dO, d_dht, dc] = call;
   const linstate::shape_t os = data.output_shape(), ss = data.state_shape();
   const auto n_o = static_cast<std::size_t>(os.numel()), n_s = static_cast<std::size_t>(ss.numel());
   linstate::device_buffer<bf> o_rec(n_o), o_kept(n_o);

@@ -136,50 +136,38 @@ template <class R, class Dev, int NC = 0, class Cfg, class Publish>
 __device__ __forceinline__ warp_route route_in_warp(const Cfg& cfg, int N, const Dev* logits, const float* params, float* scratch,
                                                     std::uint8_t* flags, int want, int first_routed, int lane, Publish publish) {
   warp_route r;
+  // lane 0, over the logits rx[0, n): the policy's route, then the want-th partition the token touches
+  auto route = [&](float* rx, float* rp, float* rcw, float* rcr, std::uint8_t* fl, int n) {
+    LINSTATE_UNROLL
+    for (int m = 0; m < n; ++m) r.finite &= finite_f32(rx[m]);
+    if (r.finite) {
+      R::route(cfg, n, rx, params, rp, rcw, rcr, fl, round_to_dev<Dev>{});
+      int left = want;  // by ascending index
+      LINSTATE_UNROLL
+      for (int m = 0; m < n; ++m) {
+        const std::uint32_t fm = fl[m] & (detail::route_write | detail::route_read);
+        if (fm) {
+          if (left == 0) r.part = m + first_routed, r.flags = fm, r.cw = rcw[m], r.cr = rcr[m];
+          --left;
+        }
+      }
+    }
+    publish(r);
+  };
   if constexpr (NC > 0) {
     (void)N, (void)scratch, (void)flags;
     if (lane == 0) {
       float rx[NC], rp[NC], rcw[NC], rcr[NC];
       std::uint8_t fl[NC];
-#pragma unroll
+      LINSTATE_UNROLL
       for (int m = 0; m < NC; ++m) rx[m] = to_f32(logits[m]);
-#pragma unroll
-      for (int m = 0; m < NC; ++m) r.finite &= finite_f32(rx[m]);
-      if (r.finite) {
-        R::route(cfg, NC, rx, params, rp, rcw, rcr, fl, round_to_dev<Dev>{});
-        int left = want;  // the want-th partition the token touches, by ascending index
-#pragma unroll
-        for (int m = 0; m < NC; ++m) {
-          const std::uint32_t fm = fl[m] & (detail::route_write | detail::route_read);
-          if (fm) {
-            if (left == 0) r.part = m + first_routed, r.flags = fm, r.cw = rcw[m], r.cr = rcr[m];
-            --left;
-          }
-        }
-      }
-      publish(r);
+      route(rx, rp, rcw, rcr, fl, NC);
     }
   } else {
-    float* rx = scratch;   // logits [N]
-    float* rp = rx + N;    // scores [N]
-    float* rcw = rp + N;   // write weights [N]
-    float* rcr = rcw + N;  // read weights [N]
+    float* rx = scratch;  // logits, scores, write and read weights [N] each
     for (int m = lane; m < N; m += 32) rx[m] = to_f32(logits[m]);
     __syncwarp();
-    if (lane == 0) {
-      for (int m = 0; m < N; ++m) r.finite &= finite_f32(rx[m]);
-      if (r.finite) {
-        R::route(cfg, N, rx, params, rp, rcw, rcr, flags, round_to_dev<Dev>{});
-        for (int m = 0; m < N; ++m) {
-          const std::uint32_t fm = flags[m] & (detail::route_write | detail::route_read);
-          if (fm && want-- == 0) {
-            r.part = m + first_routed, r.flags = fm, r.cw = rcw[m], r.cr = rcr[m];
-            break;
-          }
-        }
-      }
-      publish(r);
-    }
+    if (lane == 0) route(rx, rx + N, rx + 2 * N, rx + 3 * N, flags, N);
   }
   r.part = __shfl_sync(0xffffffffu, r.part, 0), r.flags = __shfl_sync(0xffffffffu, r.flags, 0), r.cw = __shfl_sync(0xffffffffu, r.cw, 0);
   return r;
