@@ -5,7 +5,7 @@
 //   /usr/bin/time -f %e g++ -std=c++20 -O3 -march=native -fopenmp -Iinclude -isystem /usr/include/eigen3 -c bench/compile_probe.cpp -o /dev/null
 //   LINSTATE_PROBE = 1  #include <linstate/linstate.hpp>, nothing instantiated
 //                    2  GLA decode: forward_in_place, fp32
-//                    3  GLA prefill: forward, automatic (= chunked<64>), fp32
+//                    3  GLA prefill: forward, automatic (= chunked<24>), fp32
 //                    4  GLA forward + backward, automatic, fp32
 //                    5  SSE-n4k1s forward + backward, automatic, mask and varlen
 //                    6  GLA forward, automatic, fp32, bf16 and fp16 inputs

@@ -147,7 +147,7 @@ row run_variant(const char* name, unsigned seed) {
   const auto ref = ls::reference::forward<Spec>(head);
   r.rel_reference = std::max(rel_diff(rec_head.o, ref.o), rel_diff(rec_head.final_state, ref.final_state));
 
-  // 2. prefill throughput, automatic algorithm (CPU: chunked<64> for T > 64)
+  // 2. prefill throughput, automatic algorithm (CPU: chunked<24> for a forward alone, T > 16)
   const index_t P_all = P::num_routed + (P::has_shared ? 1 : 0);  // partitions in the state (single: 1)
   ls::tensor<float> o({B, T, HV, V}), state({B, P_all, HV, K, V});
   const double t_prefill = median_seconds(prefill_runs, [&] {

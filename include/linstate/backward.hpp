@@ -75,7 +75,7 @@ void backward_cpu(const cpu& be, const inputs<Scalar>& in, const cotangents<Scal
   static const std::string api = "linstate::backward";  // static: a training step builds no string
   const auto pb = make_problem<Spec>(api, in, tensor_view<Scalar>{}, tensor_view<float>{}, "final_state", opt, false);
   check_gradients(api, pb, in, d, grads);
-  const index_t chunk = cpu_chunk<Algorithm, typename Spec::decay>(pb);
+  const index_t chunk = cpu_chunk<Algorithm, typename Spec::decay>(pb, /*training=*/true);
   const float* kept = saved ? saved_states_access::check(api, *saved, saved_states_access::tag<Spec>(), pb, in, chunk) : nullptr;
   cpu_detail::run_backward<typename Spec::decay>(be, pb, in, d, grads, chunk, gathers<Strategy>(), kept ? saved : nullptr);
 }

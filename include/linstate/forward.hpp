@@ -43,14 +43,37 @@ constexpr bool validate_call() {
   return true;
 }
 
-//! Chunk size the CPU backend uses for `Algorithm` and decay `D` (0 = recurrent).
+//! What linstate::automatic runs on the CPU (docs/design.md §6; measured on the Zen 3 VM
+//! of issue 13, docs/benchmarks.md "Issue 13, session 18"):
+//! - a forward call alone (prefill, decode, inference): chunks of cpu_auto_chunk = 24 steps, or the recurrence
+//!   when no sequence is longer than cpu_auto_recurrent_upto(pb, D): 16 tokens for one partition of the
+//!   diagonal family, 7 for the delta family, 48 with routed partitions (whose streams are shorter than the
+//!   sequence). Chunks of 24 took 0.85–0.92 of the time of chunks of 64 (GLA and GDN prefill, K = V = 64, 128
+//!   and 256, SSE n4k1s; 1 and 2 threads): fewer intra-chunk products (C·(K+V)/2 per token) and no partial
+//!   register tile (24 = 4 × 6 rows); chunks that are not a multiple of 8 steps are much slower (×1.15–1.26).
+//! - a training step (a forward that keeps its chunk states, linstate::saved_states, and every backward):
+//!   chunks of cpu_auto_train_chunk = 64, or the recurrence up to 64 tokens, as before: chunks of 24 made the
+//!   GLA training step ×1.03–1.06 slower and keep 64/24 × the states.
+//! A decode step (T = 1) always runs the recurrence.
+inline constexpr index_t cpu_auto_chunk = 24;
+inline constexpr index_t cpu_auto_train_chunk = 64;
+template <class D>
+index_t cpu_auto_recurrent_upto(const problem& pb, bool training) {
+  if (training) return 64;
+  if (pb.routed) return 48;
+  return is_family_of<D, family::delta> ? 7 : 16;
+}
+
+//! Chunk size the CPU backend uses for `Algorithm` and decay `D` (0 = recurrent); `training`: the call is a
+//! forward that keeps its chunk states for the backward, or the backward (see cpu_auto_chunk).
 template <class Algorithm, class D>
-index_t cpu_chunk(const problem& pb) {
+index_t cpu_chunk(const problem& pb, bool training = false) {
   if constexpr (std::is_same_v<Algorithm, recurrent> || is_family_of<D, family::recurrent_only>) return 0;
   else if constexpr (std::is_same_v<Algorithm, automatic>) {
     index_t longest = 0;
     for (std::size_t s = 0; s + 1 < pb.seq.size(); ++s) longest = std::max(longest, pb.seq[s + 1] - pb.seq[s]);
-    return longest <= 64 ? 0 : 64;
+    if (longest <= cpu_auto_recurrent_upto<D>(pb, training)) return 0;
+    return training ? cpu_auto_train_chunk : cpu_auto_chunk;
   } else return Algorithm::chunk_size;
 }
 
@@ -117,7 +140,7 @@ void forward_cpu(const cpu& be, const inputs<Scalar>& in, const outputs<Scalar>&
   // (copy_n, not memcpy: with B = 0 both pointers may be null, and there is nothing to copy)
   if (in.initial_state.empty()) std::fill(state, state + pb.state_numel(), 0.f);
   else std::copy_n(in.initial_state.data, pb.state_numel(), state);
-  cpu_detail::run<typename Spec::decay>(be, pb, in, state, out.o.data, cpu_chunk<Algorithm, typename Spec::decay>(pb),
+  cpu_detail::run<typename Spec::decay>(be, pb, in, state, out.o.data, cpu_chunk<Algorithm, typename Spec::decay>(pb, keep != nullptr),
                                         gathers<Strategy>(), keep, saved_states_access::tag<Spec>());
 }
 }  // namespace detail

@@ -139,7 +139,7 @@ TEST_CASE("token_mixer: SSE-n4k1 + shared") { check_variant<sse_n4k1s, fp32_all>
 TEST_CASE("token_mixer: SSE-GDN n4k1 + shared") { check_variant<sse_gdn_n4k1s, fp32_all>("sse_gdn_n4k1s"); }
 
 #ifndef LINSTATE_TEST_SANITIZED
-TEST_CASE("token_mixer: the default algorithm (automatic: chunked<64> at T > 64) against the fp64 layer") {
+TEST_CASE("token_mixer: the default algorithm (automatic in a training step: chunked<64> at T > 64) against the fp64 layer") {
   // T = 80 > 64 runs the chunked kernels forward and backward inside the fp32 layer
   const ly::mixer_config c = test_config<sse_n4k1s>();
   mixer<sse_n4k1s, double> L64(c);

@@ -231,6 +231,51 @@ TEST_CASE("saved_states: calls that keep nothing (SSE, the delta rule, recurrent
   keeps_nothing<gla, linstate::recurrent>("gla recurrent");
 }
 
+//! What automatic runs on the CPU (include/linstate/forward.hpp, cpu_auto_chunk): a forward alone takes chunks of 24
+//! above a length that depends on the family and the partitions (16, 7, 48 tokens), the recurrence up to it; a
+//! forward that keeps its states and the backward take chunks of 64 above 64 tokens, so that the kept states fit the
+//! backward. Each case against the named algorithm, bit for bit.
+template <class Spec>
+void automatic_runs(const std::string& name, index_t recurrent_upto) {
+  INFO(name);
+  for (const index_t T : {recurrent_upto, recurrent_upto + 1, index_t{64}, index_t{65}, index_t{100}}) {
+    INFO("T = ", T);
+    const random_inputs data(config_for<Spec>({.B = 2, .T = T, .H = 2, .HV = 2, .K = 16, .V = 16}), 21);
+    const auto in = data.view();
+    const linstate::cpu be{.threads = 1};
+    const auto got = linstate::forward<Spec>(be, in);  // automatic, varlen
+    const auto want = T <= recurrent_upto ? linstate::forward<Spec>(be, in, linstate::recurrent{})
+                                          : linstate::forward<Spec>(be, in, linstate::chunked<24>{});
+    CHECK(same_bits(got.o, want.o));
+    CHECK(same_bits(got.final_state, want.final_state));
+    if (T > 24) {  // not a run of the training chunks by accident (one chunk up to 24 tokens either way)
+      const auto other = linstate::forward<Spec>(be, in, linstate::chunked<64>{});
+      CHECK(!same_bits(got.o, other.o));
+    }
+    // a training step: with a saved_states, and in the backward, chunks of 64 above 64 tokens
+    tensor<float> o(data.output_shape()), ht(data.state_shape());
+    linstate::saved_states saved;
+    linstate::forward<Spec>(be, in, {o.view(), ht.view()}, saved);
+    const auto train = T <= 64 ? linstate::forward<Spec>(be, in, linstate::recurrent{})
+                               : linstate::forward<Spec>(be, in, linstate::chunked<64>{});
+    CHECK(same_bits(o, train.o));
+    CHECK(same_bits(ht, train.final_state));
+    const tensor<float> dO = normal<float>(data.output_shape(), 5);
+    auto ga = allocate(in, data.state_shape());
+    auto gb = allocate(in, data.state_shape());
+    linstate::backward<Spec>(be, in, {.o = dO.view()}, views(ga));
+    if (T <= 64) linstate::backward<Spec>(be, in, {.o = dO.view()}, views(gb), linstate::recurrent{});
+    else linstate::backward<Spec>(be, in, {.o = dO.view()}, views(gb), linstate::chunked<64>{});
+    check_same(ga, gb, name + " backward");
+  }
+}
+
+TEST_CASE("automatic on the CPU: chunks of 24 for a forward alone, of 64 in a training step, the recurrence below") {
+  automatic_runs<gla>("gla", 16);
+  automatic_runs<gdn>("gdn", 7);
+  automatic_runs<sse_n4k1s>("sse_n4k1s", 48);
+}
+
 TEST_CASE("saved_states: states kept by another call are refused") {
   auto cfg = config_for<gla>({.B = 2, .T = 100, .H = 2, .HV = 2, .K = 16, .V = 16});
   const random_inputs data(cfg, 9);
