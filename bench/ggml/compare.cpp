@@ -5,7 +5,7 @@
 // Rows (fp32, H = 8, K = V = 128, `--threads` threads for both libraries, the same OpenMP runtime):
 //   gla_prefill/T   ggml_gated_linear_attn over B = 1 sequence of T tokens, against linstate::forward
 //                   with automatic, chunked<64> and recurrent (zero initial state, final state written)
-//   gdn_prefill/T   ggml_gated_delta_net (one state snapshot), against linstate::forward chunked<64>
+//   gdn_prefill/T   ggml_gated_delta_net (one state snapshot), against linstate::forward automatic, chunked<64>
 //                   (the WY form) and recurrent
 //   gla_decode/B    one token of each of B sequences: ggml_gated_linear_attn with n_tokens = n_seqs = B,
 //   gdn_decode/B    ggml_gated_delta_net with n_tokens = 1, n_seqs = B, against linstate::forward_in_place
@@ -364,13 +364,13 @@ int main(int argc, char** argv) {
 
   auto want = [&](const char* r) { return std::find(c.rows.begin(), c.rows.end(), r) != c.rows.end(); };
   static const char* const gla_names[] = {"automatic", "chunked<64>", "recurrent"};
-  static const char* const gdn_names[] = {"chunked<64> (WY)", "recurrent"};
+  static const char* const gdn_names[] = {"automatic", "chunked<64> (WY)", "recurrent"};
   std::vector<row> rows;
   for (index_t T : c.Ts) {
     if (want("gla_prefill"))
       rows.push_back(prefill_row<gla, linstate::automatic, linstate::chunked<64>, linstate::recurrent>("gla_prefill", T, c.threads, gla_names));
     if (want("gdn_prefill"))
-      rows.push_back(prefill_row<gdn, linstate::chunked<64>, linstate::recurrent>("gdn_prefill", T, c.threads, gdn_names));
+      rows.push_back(prefill_row<gdn, linstate::automatic, linstate::chunked<64>, linstate::recurrent>("gdn_prefill", T, c.threads, gdn_names));
   }
   for (index_t B : c.Bs) {
     if (want("gla_decode")) rows.push_back(decode_row<gla>("gla_decode", B, c.threads));
