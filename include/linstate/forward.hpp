@@ -59,7 +59,7 @@ inline constexpr index_t cpu_auto_chunk = 24;
 inline constexpr index_t cpu_auto_train_chunk = 64;
 template <class D>
 index_t cpu_auto_recurrent_upto(const problem& pb, bool training) {
-  if (training) return 64;
+  if (training) return cpu_auto_train_chunk;  // one training chunk or less
   if (pb.routed) return 48;
   return is_family_of<D, family::delta> ? 7 : 16;
 }
