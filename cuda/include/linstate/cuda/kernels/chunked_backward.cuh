@@ -848,11 +848,13 @@ __global__ void __launch_bounds__(dqk_threads) chunk_bwd_dqk_kernel(const chunk_
 //      then runs as chunk_bwd_dqk_kernel's (dqk_warp_tiles, c_n, the rows out) behind its own named
 //      barrier;
 //   4. dg_u = Σ_{t≥u} (q_t ⊙ dq_t − k_t ⊙ dk_t) + c_n from the staged rows and R_k, R_q (chunk_dg_kernel's
-//      sums, in its order), a thread per key.
+//      terms), a thread per key and group of eight rows: the groups' sums first, then each group's
+//      suffix sums from the later groups' total.
 // The v, dO and state rows are staged without padding, their 16-byte chunks swizzled (chunk c of row r
 // at c ⊕ (r mod 8)), so that ldmatrix reads them without bank conflicts and two blocks fit per SM.
-// The arithmetic is that of kernels 4a, 4c and 5: the same values (test_cuda_backward compares the
-// gradients; docs/data/issue11_s13 the bits).
+// The arithmetic is that of kernels 4a, 4c and 5 (test_cuda_backward compares the gradients;
+// docs/data/issue11_s13 the bits), except dg's suffix sums, taken in groups instead of one row after
+// another (session 19): the same terms, added in another order.
 
 //! Whether the bf16 backward of D takes chunk_bwd_dqkg_kernel (per-key decays) instead of kernels 4a, 4c and 5.
 template <class D>
@@ -864,7 +866,8 @@ struct dqkg_smem {
   using Op = __nv_bfloat16;
   static constexpr int C = chunk_len, KT = bwd_kt, VP = bwd_chunk_max_v;
   static constexpr int ldk = KT + 8, lda = C + 8, ldr = KT + 4, parts = (dqkg_threads / 2) / KT;
-  std::size_t recs, G, Qs, Ks, dA, Vr, Or, Ds, Hs, Rk, Rq, cn, cpart, bytes;
+  static constexpr int dg_groups = dqkg_threads / KT;  //!< step 4's row groups (a thread per key and group)
+  std::size_t recs, G, Qs, Ks, dA, Vr, Or, Ds, Hs, Rk, Rq, gsum, cn, cpart, bytes;
   __host__ __device__ dqkg_smem() {
     recs = 0;
     G = align128(C * sizeof(chunk_record));
@@ -878,6 +881,7 @@ struct dqkg_smem {
     const std::size_t end = Hs + static_cast<std::size_t>(KT) * VP * sizeof(Op);
     Rk = Vr;  // after the inter products
     Rq = Rk + static_cast<std::size_t>(C) * ldr * sizeof(float);
+    gsum = Rq + static_cast<std::size_t>(C) * ldr * sizeof(float);  // step 4's group sums
     cn = align128(end);
     cpart = cn + KT * sizeof(float);
     bytes = cpart + static_cast<std::size_t>(parts) * KT * sizeof(float);
@@ -956,7 +960,9 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   constexpr int C = chunk_len, KT = L::KT, VP = L::VP, ldk = L::ldk, lda = L::lda, ldr = L::ldr, parts = L::parts;
   constexpr int role_threads = dqkg_threads / 2;
   static_assert(C == 64 && KT == 64 && VP == 128, "chunk_bwd_dqkg_kernel: the tile shapes its warp map assumes");
-  static_assert(2 * C * ldr * sizeof(float) <= (2 * C + 2 * KT) * VP * sizeof(Op), "chunk_bwd_dqkg_kernel: R_k and R_q fit in the staged tiles");
+  static_assert((2 * C * ldr + L::dg_groups * KT) * sizeof(float) <= (2 * C + 2 * KT) * VP * sizeof(Op),
+                "chunk_bwd_dqkg_kernel: R_k, R_q and step 4's group sums fit in the staged tiles");
+  static_assert(dqkg_threads % KT == 0 && C % L::dg_groups == 0, "chunk_bwd_dqkg_kernel: step 4's thread map");
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -1018,12 +1024,22 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   asm volatile("cp.async.commit_group;\n" ::: "memory");
   const bool want_dg = p.dg || p.dg_out || (Sided && p.dg_out0);
   if (want_dg) {  // the floor bits of the writing rows (Γ summed the floored gates: dg is exactly 0 there)
-    for (int e = warp; e < C * (KT / 32); e += nt >> 5) {
-      const int t = e / (KT / 32), a = (e % (KT / 32)) * 32 + lane;
+    // every gate of the warp's share loaded before the first is tested: eight loads in flight, not one
+    // latency each (a serial loop spent 12 % of the kernel's stall samples waiting here, session 19's ncu)
+    constexpr int words = KT / 32, warps = dqkg_threads / 32, per = C * words / warps;
+    static_assert(C * words % warps == 0, "chunk_bwd_dqkg_kernel: the floor bits' rounds");
+    float gl[per];
+#pragma unroll
+    for (int u = 0; u < per; ++u) {
+      const int e = warp + u * warps, t = e / words, a = (e % words) * 32 + lane;
       const chunk_record& r = recs[t];
-      const bool below = r.wr && a < kn && detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv * K, k0 + a)));
-      const unsigned bits = __ballot_sync(0xffffffffu, below);
-      if (lane == 0) floor_bits[t][e % (KT / 32)] = bits;
+      gl[u] = r.wr && a < kn ? to_f32(D::log_decay(src.g + r.hv * K, k0 + a)) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < per; ++u) {
+      const int e = warp + u * warps;
+      const unsigned bits = __ballot_sync(0xffffffffu, detail::below_log_decay_floor(gl[u]));
+      if (lane == 0) floor_bits[e / words][e % words] = bits;
     }
   }
   asm volatile("cp.async.wait_group 1;\n" ::: "memory");
@@ -1145,28 +1161,50 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   __syncthreads();  // R_k, R_q and c_n final
 
   // 4. dg_u = Σ_{t ≥ u in chunk} (q_t ⊙ dq_t − k_t ⊙ dk_t) + c_n on the writing rows, with dq_t = r_t dq̂_t and
-  //    dk_t = w_t dk̃_t as written above, walked backwards as chunk_dg_kernel walks them
-  if (tid < KT) {
-    const int a = tid;
-    const float cna = cn[a];
-    float acc = 0.f;
-    for (int t = C - 1; t >= 0; --t) {
-      const chunk_record& r = recs[t];
+  //    dk_t = w_t dk̃_t as written above: a thread per key and group of L::dg_rows rows (every thread of the
+  //    block), each group's sum into gsum, then each thread walks its rows backwards from the sum of the
+  //    later groups (one thread walking all C rows left the other 14 warps idle: 8 % of the kernel's
+  //    instructions and its longest tail, session 19's ncu)
+  {
+    constexpr int groups = L::dg_groups, rows = C / groups;
+    float* gsum = reinterpret_cast<float*>(smem_raw + lay.gsum);  // [groups][KT] (over the staged tiles)
+    const int a = tid % KT, grp = tid / KT, t0 = grp * rows;
+    float x[rows];  // q_t ⊙ dq_t − k_t ⊙ dk_t of the group's rows, key a (0 past kn)
+    float s = 0.f;
+#pragma unroll
+    for (int i = rows - 1; i >= 0; --i) {
+      const chunk_record& r = recs[t0 + i];
+      float v = 0.f;
       if (a < kn) {
-        if (r.rd) acc += to_f32(Qs[t * ldk + a]) * (r.r * Rq[t * ldr + a]);
-        if (r.wr) acc -= kf(t, a) * (r.w * Rk[t * ldr + a]);
+        if (r.rd) v += to_f32(Qs[(t0 + i) * ldk + a]) * (r.r * Rq[(t0 + i) * ldr + a]);
+        if (r.wr) v -= kf(t0 + i, a) * (r.w * Rk[(t0 + i) * ldr + a]);
+      }
+      x[i] = v;
+      s += v;
+    }
+    gsum[grp * KT + a] = s;
+    __syncthreads();
+    if (a < kn) {
+      const float cna = cn[a];
+      float acc = 0.f;
+      for (int q = groups - 1; q > grp; --q) acc += gsum[q * KT + a];
+#pragma unroll
+      for (int i = rows - 1; i >= 0; --i) {
+        const int t = t0 + i;
+        const chunk_record& r = recs[t];
+        acc += x[i];
         if (r.wr) {
-          const float x = (floor_bits[t][a >> 5] >> (a & 31) & 1u) ? 0.f : acc + cna;
+          const float dg = (floor_bits[t][a >> 5] >> (a & 31) & 1u) ? 0.f : acc + cna;
           if constexpr (Sided) {
             if (p.dg_out || p.dg_out0) {  // direct store (one slot per side: row r.hv)
-              if (Dev* out = direct_of(p.dg_out, p.dg_out0)) out[r.hv * K + k0 + a] = from_f32<Dev>(x);
+              if (Dev* out = direct_of(p.dg_out, p.dg_out0)) out[r.hv * K + k0 + a] = from_f32<Dev>(dg);
             } else {
-              p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a] = x;
+              p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a] = dg;
             }
           } else {
             const index_t o = (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a;
-            if (p.dg_out) p.dg_out[o] = from_f32<Dev>(x);  // direct store (one slot: o = r.hv · K + k0 + a)
-            else p.dg[o] = x;
+            if (p.dg_out) p.dg_out[o] = from_f32<Dev>(dg);  // direct store (one slot: o = r.hv · K + k0 + a)
+            else p.dg[o] = dg;
           }
         }
       }
