@@ -465,19 +465,31 @@ __device__ __forceinline__ void dqk_warp_tiles(float* R, int ldr, const __nv_bfl
         mma_bf16_16816(dg[h], af, bh);
       }
     }
-    // epilogue: rows m = r0 + g (+8), keys a = a0 + 8h + t2 (+1)
+    // epilogue: rows m = r0 + g (+8), keys a = a0 + 8h + t2 + u. One accurate exponential per element:
+    // e = e^{Γ_rr − Γ_m} (dk) / e^{Γ_m − Γ_r0} (dq; rr = r0) scales the off-diagonal sum and, times the
+    // key's e^{Γ_r0 − Γ_rr} for dk (read once per task), the factorised diagonal's
+    float grr[2][2], e0[2][2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int a = a0 + 8 * h + t2 + u;
+        grr[h][u] = G[rr * ldg + a];
+        e0[h][u] = Dk && !sl ? expf(G[r0 * ldg + a] - grr[h][u]) : 1.f;
+      }
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int m = r0 + g + 8 * (q >> 1), a = a0 + 8 * h + t2 + (q & 1);
+        const int m = r0 + g + 8 * (q >> 1), u = q & 1, a = a0 + 8 * h + t2 + u;
         if (a >= kn) continue;
         const float gm = G[m * ldg + a];
-        float add = off[h][q] * (Dk ? __expf(G[rr * ldg + a] - gm) : __expf(gm - G[rr * ldg + a]));
+        const float e = expf(Dk ? grr[h][u] - gm : gm - grr[h][u]);
+        float add = off[h][q] * e;
         const bool own = Dk ? recs[m].wr : recs[m].rd;
         if (own) {
           if (!sl) {
-            add += dg[h][q] * (Dk ? expf(G[r0 * ldg + a] - gm) : expf(gm - G[r0 * ldg + a]));
+            add += dg[h][q] * (e * e0[h][u]);
           } else {  // per pair in fp32 over B's rows (dk: t from m to B's end; dq: j from B's start to m)
             float acc = 0.f;
             if (Dk) {
@@ -867,7 +879,7 @@ struct dqkg_smem {
   static constexpr int C = chunk_len, KT = bwd_kt, VP = bwd_chunk_max_v;
   static constexpr int ldk = KT + 8, lda = C + 8, ldr = KT + 4, parts = (dqkg_threads / 2) / KT;
   static constexpr int dg_groups = dqkg_threads / KT;  //!< step 4's row groups (a thread per key and group)
-  std::size_t recs, G, Qs, Ks, dA, Vr, Or, Ds, Hs, Rk, Rq, gsum, cn, cpart, bytes;
+  std::size_t recs, G, Qs, Ks, dA, Vr, Or, Ds, Hs, Rk, Rq, gsum, dgo, cn, cpart, bytes;
   __host__ __device__ dqkg_smem() {
     recs = 0;
     G = align128(C * sizeof(chunk_record));
@@ -882,6 +894,7 @@ struct dqkg_smem {
     Rk = Vr;  // after the inter products
     Rq = Rk + static_cast<std::size_t>(C) * ldr * sizeof(float);
     gsum = Rq + static_cast<std::size_t>(C) * ldr * sizeof(float);  // step 4's group sums
+    dgo = gsum + static_cast<std::size_t>(dg_groups) * KT * sizeof(float);  // step 4's row offsets
     cn = align128(end);
     cpart = cn + KT * sizeof(float);
     bytes = cpart + static_cast<std::size_t>(parts) * KT * sizeof(float);
@@ -960,8 +973,8 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   constexpr int C = chunk_len, KT = L::KT, VP = L::VP, ldk = L::ldk, lda = L::lda, ldr = L::ldr, parts = L::parts;
   constexpr int role_threads = dqkg_threads / 2;
   static_assert(C == 64 && KT == 64 && VP == 128, "chunk_bwd_dqkg_kernel: the tile shapes its warp map assumes");
-  static_assert((2 * C * ldr + L::dg_groups * KT) * sizeof(float) <= (2 * C + 2 * KT) * VP * sizeof(Op),
-                "chunk_bwd_dqkg_kernel: R_k, R_q and step 4's group sums fit in the staged tiles");
+  static_assert((2 * C * ldr + L::dg_groups * KT) * sizeof(float) + C * sizeof(index_t) <= (2 * C + 2 * KT) * VP * sizeof(Op),
+                "chunk_bwd_dqkg_kernel: R_k, R_q and step 4's group sums and offsets fit in the staged tiles");
   static_assert(dqkg_threads % KT == 0 && C % L::dg_groups == 0, "chunk_bwd_dqkg_kernel: step 4's thread map");
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
@@ -1078,19 +1091,26 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   // other for every other stream's (one routed slot per token, or the single other partition)
   auto direct_of = [&](Dev* out, Dev* out0) { return at.is_shared ? out0 : out; };
   {  // dk̃^inter = e^{γ−Γ_j} ⊙ (D_c v_j) on the writing rows; dq̂^inter = e^{Γ_t} ⊙ (H_c dO_t) on the reading rows
-    float* R = role == 0 ? Rk : Rq;
+     // (one branch per role around the unrolled loops, γ of the lane's four keys read once)
+    auto out = [&](float* R, auto&& row_ok, auto&& factor) {
 #pragma unroll
-    for (int T = 0; T < 2; ++T)
+      for (int T = 0; T < 2; ++T)
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
+        for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int m = 16 * rb[T] + g8 + 8 * (q >> 1), a = a0 + 8 * hh + t2 + (q & 1);
-          float x;
-          if (role == 0) x = (recs[m].wr && a < kn) ? acc[T][hh][q] * __expf(G[(C - 1) * KT + a] - G[m * KT + a]) : 0.f;
-          else x = (recs[m].rd && a < kn) ? acc[T][hh][q] * __expf(G[m * KT + a]) : 0.f;
-          R[m * ldr + a] = x;
-        }
+          for (int q = 0; q < 4; ++q) {
+            const int m = 16 * rb[T] + g8 + 8 * (q >> 1), a = a0 + 8 * hh + t2 + (q & 1);
+            R[m * ldr + a] = (row_ok(m) && a < kn) ? acc[T][hh][q] * factor(m, a, hh * 2 + (q & 1)) : 0.f;
+          }
+    };
+    if (role == 0) {
+      float gl[4];  // γ = Γ_{C−1} of keys a0 + 8hh + t2 + u
+#pragma unroll
+      for (int i = 0; i < 4; ++i) gl[i] = G[(C - 1) * KT + a0 + 8 * (i >> 1) + t2 + (i & 1)];
+      out(Rk, [&](int m) { return recs[m].wr; }, [&](int m, int a, int i) { return __expf(gl[i] - G[m * KT + a]); });
+    } else {
+      out(Rq, [&](int m) { return recs[m].rd; }, [&](int m, int a, int) { return __expf(G[m * KT + a]); });
+    }
   }
   if (role == 0) named_barrier(1, role_threads);  // (constant ids: ptxas then reserves two barriers, not sixteen)
   else named_barrier(2, role_threads);
@@ -1161,13 +1181,22 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   __syncthreads();  // R_k, R_q and c_n final
 
   // 4. dg_u = Σ_{t ≥ u in chunk} (q_t ⊙ dq_t − k_t ⊙ dk_t) + c_n on the writing rows, with dq_t = r_t dq̂_t and
-  //    dk_t = w_t dk̃_t as written above: a thread per key and group of L::dg_rows rows (every thread of the
+  //    dk_t = w_t dk̃_t as written above: a thread per key and group of C / L::dg_groups rows (every thread of the
   //    block), each group's sum into gsum, then each thread walks its rows backwards from the sum of the
   //    later groups (one thread walking all C rows left the other 14 warps idle: 8 % of the kernel's
   //    instructions and its longest tail, session 19's ncu)
   {
     constexpr int groups = L::dg_groups, rows = C / groups;
     float* gsum = reinterpret_cast<float*>(smem_raw + lay.gsum);  // [groups][KT] (over the staged tiles)
+    index_t* dgo = reinterpret_cast<index_t*>(smem_raw + lay.dgo);  // [C] each row's dg offset, key k0
+    // the rows' dg: the fp32 partials, or the bf16 gradient itself (direct; Sided: the block's side's tensor,
+    // null where that side's dg is not asked for)
+    const bool direct = Sided ? (p.dg_out || p.dg_out0) : p.dg_out != nullptr;
+    Dev* const out = Sided ? direct_of(p.dg_out, p.dg_out0) : p.dg_out;
+    if (tid < C) {
+      const chunk_record& r = recs[tid];
+      dgo[tid] = r.wr ? (Sided && direct ? r.hv * K : (r.hv * p.Rw + write_slot(p, r, at)) * K) + k0 : 0;
+    }
     const int a = tid % KT, grp = tid / KT, t0 = grp * rows;
     float x[rows];  // q_t ⊙ dq_t − k_t ⊙ dk_t of the group's rows, key a (0 past kn)
     float s = 0.f;
@@ -1184,28 +1213,19 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
     }
     gsum[grp * KT + a] = s;
     __syncthreads();
-    if (a < kn) {
+    if (a < kn && (!direct || out)) {
       const float cna = cn[a];
       float acc = 0.f;
       for (int q = groups - 1; q > grp; --q) acc += gsum[q * KT + a];
 #pragma unroll
       for (int i = rows - 1; i >= 0; --i) {
         const int t = t0 + i;
-        const chunk_record& r = recs[t];
         acc += x[i];
-        if (r.wr) {
+        if (recs[t].wr) {
           const float dg = (floor_bits[t][a >> 5] >> (a & 31) & 1u) ? 0.f : acc + cna;
-          if constexpr (Sided) {
-            if (p.dg_out || p.dg_out0) {  // direct store (one slot per side: row r.hv)
-              if (Dev* out = direct_of(p.dg_out, p.dg_out0)) out[r.hv * K + k0 + a] = from_f32<Dev>(dg);
-            } else {
-              p.dg[(r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a] = dg;
-            }
-          } else {
-            const index_t o = (r.hv * p.Rw + write_slot(p, r, at)) * K + k0 + a;
-            if (p.dg_out) p.dg_out[o] = from_f32<Dev>(dg);  // direct store (one slot: o = r.hv · K + k0 + a)
-            else p.dg[o] = dg;
-          }
+          const index_t o = dgo[t] + a;
+          if (direct) out[o] = from_f32<Dev>(dg);  // (one slot per side: row r.hv)
+          else p.dg[o] = dg;
         }
       }
     }
