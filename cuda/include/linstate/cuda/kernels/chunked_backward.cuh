@@ -348,6 +348,14 @@ __global__ void __launch_bounds__(bwd_threads) chunk_bwd_dv_kernel(const chunk_b
   }
 }
 
+//! e^x for x ≤ 0 on the SFU without __expf's subnormal fix-up (ex2.approx.ftz: a result below 2^-126,
+//! e^{-87.3}, is 0 instead of subnormal; elsewhere __expf's value): two instructions instead of five.
+__device__ __forceinline__ float exp_nonpos(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f));
+  return y;
+}
+
 // --- 4c. chunk_bwd_dqk_kernel --------------------------------------------------------------------
 
 template <class D>
@@ -428,7 +436,7 @@ __device__ __forceinline__ void dqk_warp_tiles(float* R, int ldr, const __nv_bfl
     const bool sl = slow[B] != 0;
     // B-fragment values of source sub-chunk S for 8-column half h (rows k = t2, t2 + 1, t2 + 8, t2 + 9 of S,
     // key a0 + 8h + g): the source row scaled by r / w and by its decay to the reference row ref
-    // (≤ 1 off the diagonal; __expf there, as the staged form; the factorised diagonal's accurate expf)
+    // (≤ 1 off the diagonal: exp_nonpos there; the factorised diagonal's accurate expf)
     auto source = [&](int S, int ref, int h, bool accurate, float (&y)[4]) {
       const int a = a0 + 8 * h + g;
       const float gref = G[ref * ldg + a];
@@ -436,7 +444,7 @@ __device__ __forceinline__ void dqk_warp_tiles(float* R, int ldr, const __nv_bfl
       for (int q = 0; q < 4; ++q) {
         const int i = 16 * S + t2 + (q & 1) + 8 * (q >> 1);
         const float x = Dk ? G[i * ldg + a] - gref : gref - G[i * ldg + a];
-        y[q] = to_f32(Src[i * lds + a]) * scale(i) * (accurate ? expf(x) : __expf(x));
+        y[q] = to_f32(Src[i * lds + a]) * scale(i) * (accurate ? expf(x) : exp_nonpos(x));
       }
     };
     // off-diagonal sources: dk — the sub-chunks after B; dq — those before
@@ -879,7 +887,7 @@ struct dqkg_smem {
   static constexpr int C = chunk_len, KT = bwd_kt, VP = bwd_chunk_max_v;
   static constexpr int ldk = KT + 8, lda = C + 8, ldr = KT + 4, parts = (dqkg_threads / 2) / KT;
   static constexpr int dg_groups = dqkg_threads / KT;  //!< step 4's row groups (a thread per key and group)
-  std::size_t recs, G, Qs, Ks, dA, Vr, Or, Ds, Hs, Rk, Rq, gsum, dgo, cn, cpart, bytes;
+  std::size_t recs, G, Qs, Ks, dA, Vr, Or, Ds, Hs, Rk, Rq, gsum, cn, cpart, bytes;
   __host__ __device__ dqkg_smem() {
     recs = 0;
     G = align128(C * sizeof(chunk_record));
@@ -894,7 +902,6 @@ struct dqkg_smem {
     Rk = Vr;  // after the inter products
     Rq = Rk + static_cast<std::size_t>(C) * ldr * sizeof(float);
     gsum = Rq + static_cast<std::size_t>(C) * ldr * sizeof(float);  // step 4's group sums
-    dgo = gsum + static_cast<std::size_t>(dg_groups) * KT * sizeof(float);  // step 4's row offsets
     cn = align128(end);
     cpart = cn + KT * sizeof(float);
     bytes = cpart + static_cast<std::size_t>(parts) * KT * sizeof(float);
@@ -904,6 +911,31 @@ struct dqkg_smem {
 //! Element (r, c) of a swizzled [rows][VP] bf16 tile (16-byte chunk c / 8 of row r stored at chunk (c / 8) ⊕ (r mod 8)).
 __device__ __forceinline__ int swz(int r, int c) {
   return r * bwd_chunk_max_v + ((((c >> 3) ^ r) & 7) | ((c >> 3) & ~7)) * 8 + (c & 7);
+}
+
+//! out[a] = Σ_v H(a, v) · D(a, v) in fp32 over swizzled [KT][VP] bf16 tiles (c_n's Σ_v H_c ⊙ D_c before
+//! e^{γ}): warps warp0, warp0 + nwarps, … take two key rows each, a lane one 16-byte chunk (eight v) of
+//! one row, then a butterfly over the row's sixteen lanes.
+template <int KT, int VP>
+__device__ __forceinline__ void key_rowsums_swz(float* out, const __nv_bfloat16* H, const __nv_bfloat16* D, int warp0, int nwarps) {
+  static_assert(VP == 128 && KT % 2 == 0, "key_rowsums_swz: sixteen 16-byte chunks per row, two rows per warp");
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  for (int a2 = warp0 * 2; a2 < KT; a2 += nwarps * 2) {
+    const int a = a2 + (lane >> 4), v0 = (lane & 15) * 8;
+    const uint4 hr = *reinterpret_cast<const uint4*>(H + swz(a, v0)), dr = *reinterpret_cast<const uint4*>(D + swz(a, v0));
+    const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&hr);
+    const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&dr);
+    float hd = 0.f;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const float2 hf = __bfloat1622float2(h2[u]), df = __bfloat1622float2(d2[u]);
+      hd = fmaf(hf.x, df.x, hd);
+      hd = fmaf(hf.y, df.y, hd);
+    }
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) hd += __shfl_xor_sync(0xffffffffu, hd, o);
+    if ((lane & 15) == 0) out[a] = hd;
+  }
 }
 
 //! Rows [0, rows) of a swizzled [rows][VP] bf16 tile from src + off(i) (n columns; zero beyond n and
@@ -973,8 +1005,8 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   constexpr int C = chunk_len, KT = L::KT, VP = L::VP, ldk = L::ldk, lda = L::lda, ldr = L::ldr, parts = L::parts;
   constexpr int role_threads = dqkg_threads / 2;
   static_assert(C == 64 && KT == 64 && VP == 128, "chunk_bwd_dqkg_kernel: the tile shapes its warp map assumes");
-  static_assert((2 * C * ldr + L::dg_groups * KT) * sizeof(float) + C * sizeof(index_t) <= (2 * C + 2 * KT) * VP * sizeof(Op),
-                "chunk_bwd_dqkg_kernel: R_k, R_q and step 4's group sums and offsets fit in the staged tiles");
+  static_assert((2 * C * ldr + L::dg_groups * KT) * sizeof(float) <= (2 * C + 2 * KT) * VP * sizeof(Op),
+                "chunk_bwd_dqkg_kernel: R_k, R_q and step 4's group sums fit in the staged tiles");
   static_assert(dqkg_threads % KT == 0 && C % L::dg_groups == 0, "chunk_bwd_dqkg_kernel: step 4's thread map");
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
@@ -1058,8 +1090,7 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   asm volatile("cp.async.wait_group 1;\n" ::: "memory");
   __syncthreads();  // Γ and the state slices
   // Σ_v H_c[a][v] D_c[a][v] in fp32 (as chunk_bwd_dqk_kernel; e^{γ} at the end), and the slow sub-chunks
-  key_rowsums<KT, VP>(
-      cn, [&](int a, int v) { return to_f32(Hs[swz(a, v)]); }, [&](int a, int v) { return to_f32(Ds[swz(a, v)]); }, warp, nt >> 5);
+  key_rowsums_swz<KT, VP>(cn, Hs, Ds, warp, nt >> 5);
   flag_slow_subchunks<C, KT>(G, slow, tid, nt);
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
   __syncthreads();  // every tile staged
@@ -1092,24 +1123,27 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   auto direct_of = [&](Dev* out, Dev* out0) { return at.is_shared ? out0 : out; };
   {  // dk̃^inter = e^{γ−Γ_j} ⊙ (D_c v_j) on the writing rows; dq̂^inter = e^{Γ_t} ⊙ (H_c dO_t) on the reading rows
      // (one branch per role around the unrolled loops, γ of the lane's four keys read once)
-    auto out = [&](float* R, auto&& row_ok, auto&& factor) {
+    auto out = [&](float* R, auto&& row_ok, auto&& factor) {  // keys a, a + 1 of rows m: one 8-byte store
 #pragma unroll
       for (int T = 0; T < 2; ++T)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const int m = 16 * rb[T] + g8 + 8 * (q >> 1), a = a0 + 8 * hh + t2 + (q & 1);
-            R[m * ldr + a] = (row_ok(m) && a < kn) ? acc[T][hh][q] * factor(m, a, hh * 2 + (q & 1)) : 0.f;
+          for (int q = 0; q < 4; q += 2) {
+            const int m = 16 * rb[T] + g8 + 8 * (q >> 1), a = a0 + 8 * hh + t2;
+            const bool ok = row_ok(m);
+            const float x0 = ok && a < kn ? acc[T][hh][q] * factor(m, a, hh * 2) : 0.f;
+            const float x1 = ok && a + 1 < kn ? acc[T][hh][q + 1] * factor(m, a + 1, hh * 2 + 1) : 0.f;
+            *reinterpret_cast<float2*>(R + m * ldr + a) = make_float2(x0, x1);
           }
     };
     if (role == 0) {
       float gl[4];  // γ = Γ_{C−1} of keys a0 + 8hh + t2 + u
 #pragma unroll
       for (int i = 0; i < 4; ++i) gl[i] = G[(C - 1) * KT + a0 + 8 * (i >> 1) + t2 + (i & 1)];
-      out(Rk, [&](int m) { return recs[m].wr; }, [&](int m, int a, int i) { return __expf(gl[i] - G[m * KT + a]); });
+      out(Rk, [&](int m) { return recs[m].wr; }, [&](int m, int a, int i) { return exp_nonpos(gl[i] - G[m * KT + a]); });
     } else {
-      out(Rq, [&](int m) { return recs[m].rd; }, [&](int m, int a, int) { return __expf(G[m * KT + a]); });
+      out(Rq, [&](int m) { return recs[m].rd; }, [&](int m, int a, int) { return exp_nonpos(G[m * KT + a]); });
     }
   }
   if (role == 0) named_barrier(1, role_threads);  // (constant ids: ptxas then reserves two barriers, not sixteen)
@@ -1188,15 +1222,10 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
   {
     constexpr int groups = L::dg_groups, rows = C / groups;
     float* gsum = reinterpret_cast<float*>(smem_raw + lay.gsum);  // [groups][KT] (over the staged tiles)
-    index_t* dgo = reinterpret_cast<index_t*>(smem_raw + lay.dgo);  // [C] each row's dg offset, key k0
     // the rows' dg: the fp32 partials, or the bf16 gradient itself (direct; Sided: the block's side's tensor,
     // null where that side's dg is not asked for)
     const bool direct = Sided ? (p.dg_out || p.dg_out0) : p.dg_out != nullptr;
     Dev* const out = Sided ? direct_of(p.dg_out, p.dg_out0) : p.dg_out;
-    if (tid < C) {
-      const chunk_record& r = recs[tid];
-      dgo[tid] = r.wr ? (Sided && direct ? r.hv * K : (r.hv * p.Rw + write_slot(p, r, at)) * K) + k0 : 0;
-    }
     const int a = tid % KT, grp = tid / KT, t0 = grp * rows;
     float x[rows];  // q_t ⊙ dq_t − k_t ⊙ dk_t of the group's rows, key a (0 past kn)
     float s = 0.f;
@@ -1223,7 +1252,8 @@ __global__ void __launch_bounds__(dqkg_threads, 2) chunk_bwd_dqkg_kernel(const c
         acc += x[i];
         if (recs[t].wr) {
           const float dg = (floor_bits[t][a >> 5] >> (a & 31) & 1u) ? 0.f : acc + cna;
-          const index_t o = dgo[t] + a;
+          const chunk_record& r = recs[t];
+          const index_t o = (Sided && direct ? r.hv * K : (r.hv * p.Rw + write_slot(p, r, at)) * K) + k0 + a;
           if (direct) out[o] = from_f32<Dev>(dg);  // (one slot per side: row r.hv)
           else p.dg[o] = dg;
         }

@@ -1,0 +1,37 @@
+#!/bin/bash
+# session 19 call 7: builds 6 (call 6), 7 (6 + the inter products kept in registers: dqk_warp_tiles stores R = inter +
+# intra once, c_n's inter sums from the fragments; step 4's write slots still in the 4-byte array) and 8 (7 with step 4's
+# write slots formed per row as in build 1, no shared array: calls 5 and 6 flagged the array's store and load across
+# the block barrier), alternated twice on the prefill and train rows; the peers between the rounds; build 8's GDN rows,
+# per-kernel device time, test_cuda_backward (and 7's), memcheck, racecheck (twice, every hazard reported).
+R=$OUT/r; mkdir -p $R; D=/tmp/s19; mkdir -p $D/6 $D/7 $D/8
+for b in 6 7 8; do tar xzf .dev-lead/s19_bench$b.tgz -C $D/$b; tar xzf .dev-lead/s19_tcb$b.tgz -C $D/$b; done
+export LINSTATE_FIXTURES=$PWD/.fixtures
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu | head -1)
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+export R D NCU CS
+ts() { echo "$1 $(date +%s)" >> $R/times.txt; }; export -f ts
+nvidia-smi > $R/smi.txt 2>&1
+mkdir -p /tmp/tc_main /tmp/tc_varlen && tar xzf .fla/tc/tc_main_autotune.tgz -C /tmp/tc_main && tar xzf .fla/tc/tc_varlen_autotune.tgz -C /tmp/tc_varlen
+timeout 560 bash -c '
+ts start
+for b in 7 8; do timeout 60 $D/$b/test_cuda_backward -tce="timing*" > $R/tcb$b.txt 2>&1; echo "rc=$?" >> $R/tcb$b.txt; ts tcb$b; done
+P="--suite=prefill,train --tmin=8192 --tmax=65536 --Ns=4,8,16 --strategies=varlen --recurrent-tmax=0 --deadline=20"
+for i in 1 2; do
+  for b in 6 7 8; do timeout 60 $D/$b/bench_cuda $P --out=$R/t_${b}$i.csv > $R/t_${b}$i.txt 2>&1; ts "t_$b$i rc=$?"; done
+  if [ $i = 1 ]; then
+    (cd .fla/peer && FLA_VENDOR=$PWD FLA_CACHE_RESULTS=1 TRITON_CACHE_DIR=/tmp/tc_varlen timeout 150 python3 bench_fla.py --out $R/peer_varlen.json --suite varlen@4,8,16 --Ts 8192,16384,32768,65536 --tune varlen4 --deadline 140 > $R/peer_varlen.log 2>&1); ts "peer rc=$?"
+    FLA_VENDOR=.fla/fla_main OPS=gla,gdn TS=4096,8192,16384,32768,65536 OUTJSON=$R/fla_main.json FLA_CACHE_RESULTS=1 TRITON_CACHE_DIR=/tmp/tc_main DEADLINE=110 timeout 120 python3 .fla/bench_fla_main.py > $R/fla_main.txt 2>&1; ts "fla rc=$?"
+  fi
+done
+timeout 40 $D/8/bench_cuda --suite=prefill,train --tmin=4096 --tmax=65536 --Ns=4 --strategies=varlen --recurrent-tmax=0 --delta --deadline=20 --out=$R/gdn_8.csv > $R/gdn_8.txt 2>&1; ts gdn
+T1="--suite=train --recurrent-tmax=0 --reps=1 --min-reps=1 --warmup=0 --deadline=0 --no-flush --Ns=4 --strategies=varlen"
+timeout 60 $NCU --clock-control none --metrics gpu__time_duration.sum -c 600 --csv --page raw $D/8/bench_cuda $T1 --tmin=32768 --tmax=32768 > $R/ncu_time32k.csv 2> $R/ncu_time32k.err; ts ncu32k
+timeout 60 $NCU --clock-control none --metrics gpu__time_duration.sum -c 600 --csv --page raw $D/8/bench_cuda $T1 --tmin=65536 --tmax=65536 > $R/ncu_time64k.csv 2> $R/ncu_time64k.err; ts ncu64k
+gzip -9 $R/ncu_time32k.csv $R/ncu_time64k.csv
+timeout 60 $CS --tool memcheck $D/8/test_cuda_backward "-tc=chunked backward (bf16)*,chunked backward: extreme*,saved_states (bf16)*,*subsets*" > $R/memcheck.txt 2>&1; echo "rc=$?" >> $R/memcheck.txt; ts memcheck
+for i in 1 2; do timeout 60 $CS --tool racecheck --racecheck-report all $D/8/test_cuda_backward "-tc=chunked backward (bf16): GLA*,chunked backward (bf16): SSE*" > $R/racecheck$i.txt 2>&1; echo "rc=$?" >> $R/racecheck$i.txt; ts racecheck$i; done
+'
+echo "rc_all=$?" > $R/done.txt
+cd $R && tail -n 4 tcb7.txt tcb8.txt memcheck.txt racecheck1.txt racecheck2.txt > summary.txt 2>&1; cat times.txt >> summary.txt
+tar czf $OUT/logs.tgz *; cp summary.txt $OUT/; rm -rf $R
