@@ -15,6 +15,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -477,6 +478,64 @@ TEST_CASE("chunked: bf16 gated_key — the intra kernel's warp tiles, with and w
   check_low<gla, Eigen::bfloat16, chunked64>(make<gla>({.B = 1, .T = 130, .H = 2, .HV = 2, .K = 64, .V = 128}, 71));  // V > the key tile
   check_low<sse_n4k1s, Eigen::bfloat16, chunked64>(
       make<sse_n4k1s>({.B = 2, .T = 200, .H = 2, .HV = 4, .K = 96, .V = 80}, 72));  // fused, K < the key tile of 128
+}
+
+//! bf16 chunked forward of `data`, once with v 16-byte aligned (U_c and the
+//! hand-off by chunk_chain_kernel) and once with v one element past an aligned address (the intra
+//! kernel's U_c, then chunk_scan_kernel); `in_place`: the state updated in place. Returns both runs'
+//! outputs and states.
+template <class Spec>
+std::array<std::pair<tensor<Eigen::bfloat16>, tensor<float>>, 2> chain_and_scan(const random_inputs& data, bool in_place) {
+  using bf16 = Eigen::bfloat16;
+  const host_inputs<bf16> hin(data);
+  device_inputs<bf16> din(hin.view(!in_place));
+  const index_t nv = din.in.v.numel();
+  linstate::device_buffer<bf16> vshift(static_cast<std::size_t>(nv + 8));
+  cuda_ok(cudaMemcpy(vshift.data() + 1, din.in.v.data, static_cast<std::size_t>(nv) * sizeof(bf16), cudaMemcpyDeviceToDevice));
+  std::array<std::pair<tensor<bf16>, tensor<float>>, 2> out;
+  for (int run = 0; run < 2; ++run) {
+    linstate::inputs<bf16> x = din.in;
+    if (run == 1) x.v = linstate::tensor_view<const bf16>(vshift.data() + 1, din.in.v.shape);
+    linstate::device_buffer<bf16> o(static_cast<std::size_t>(data.output_shape().numel()));
+    auto st = upload(data.initial_state);
+    if (in_place) {
+      linstate::forward_in_place<Spec>(linstate::cuda{}, x, st.view(data.state_shape()), o.view(data.output_shape()), chunked64{});
+    } else {
+      linstate::forward<Spec>(linstate::cuda{}, x, linstate::outputs<bf16>{o.view(data.output_shape()), st.view(data.state_shape())},
+                              chunked64{});
+    }
+    cuda_ok(cudaDeviceSynchronize());
+    out[static_cast<std::size_t>(run)] = {download(o, data.output_shape()), download(st, data.state_shape())};
+  }
+  return out;
+}
+
+// chunk_chain_kernel forms U_c by the intra kernel's m16n8k16 products in the same order and hands off
+// with chunk_scan_kernel's fmaf, so both paths give the same bits: outputs, final states, frozen
+// partitions (in place), packed sequences with empty and short ones, identity and routed partitions,
+// K and V tiles cut by the 32 × 32 chain tile.
+TEST_CASE("chunked: bf16 gated_key — chunk_chain_kernel gives the scan's bits") {
+  auto same = [](const auto& r) {
+    const auto& [a, b] = r;
+    CHECK(std::memcmp(a.first.data(), b.first.data(), static_cast<std::size_t>(a.first.numel()) * sizeof(a.first.data()[0])) == 0);
+    CHECK(bit_equal(std::span<const float>(a.second.values()), std::span<const float>(b.second.values())));
+  };
+  SUBCASE("GLA, B = 2, K = V = 128") { same(chain_and_scan<gla>(make<gla>({.B = 2, .T = 200, .H = 2, .HV = 2, .K = 128, .V = 128}, 81), false)); }
+  SUBCASE("GLA, packed sequences with an empty and a one-token one, K = V = 64") {
+    const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
+    same(chain_and_scan<gla>(make<gla>({.B = 1, .T = 330, .H = 1, .HV = 2, .K = 64, .V = 64}, 82, true, cu), false));
+  }
+  SUBCASE("SSE-n4k1 + shared, K = 96, V = 80 (tiles cut at K and V)") {
+    same(chain_and_scan<sse_n4k1s>(make<sse_n4k1s>({.B = 2, .T = 200, .H = 2, .HV = 4, .K = 96, .V = 80}, 83), false));
+  }
+  SUBCASE("SSE-n8k2 in place, 3 tokens: frozen partitions") {
+    const random_inputs data = make<sse_n8k2>({.B = 1, .T = 3, .H = 1, .HV = 1, .K = 32, .V = 32, .N = 8}, 84);
+    const auto r = chain_and_scan<sse_n8k2>(data, true);
+    same(r);
+    int frozen = 0;
+    for (index_t p = 0; p < 8; ++p) frozen += bit_equal(state_block(r[0].second, 0, p), state_block(data.initial_state, 0, p)) ? 1 : 0;
+    CHECK(frozen >= 2);
+  }
 }
 
 TEST_CASE("chunked: in-place prefill leaves unrouted partitions bit-identical") {

@@ -504,6 +504,47 @@ struct bf16_call {
   bf16_call& operator=(const bf16_call&) = delete;
 };
 
+// chunk_chain_kernel (v and dO 16-byte aligned: the recomputation's U_c and hand-off, and W_c with the
+// adjoint's hand-off, in one pass each) against the kernels it replaces (v and dO one element past an
+// aligned address: the intra kernel's U_c, chunk_scan_kernel, chunk_kstate_kernel<Adj>,
+// chunk_rscan_kernel). The forward's states are the same bits (test_cuda); W_c sums its 64 products in
+// another order, so D_c may round to a neighbouring bf16: every gradient within a ratio of 2e-3 of the
+// other path's (a wrong operand, scale or direction gives ratios near 1), both against the reference.
+template <class Spec>
+void check_chain_backward(const random_inputs& data, std::uint64_t seed) {
+  using bf = Eigen::bfloat16;
+  const bf16_call call(data, seed);
+  const auto shifted = [](const linstate::tensor_view<const bf>& t, linstate::device_buffer<bf>& buf) {
+    buf = linstate::device_buffer<bf>(static_cast<std::size_t>(t.numel() + 8));
+    cuda_ok(cudaMemcpy(buf.data() + 1, t.data, static_cast<std::size_t>(t.numel()) * sizeof(bf), cudaMemcpyDeviceToDevice));
+    return linstate::tensor_view<const bf>(buf.data() + 1, t.shape);
+  };
+  linstate::device_buffer<bf> v1, o1;
+  linstate::inputs<bf> in1 = call.din.in;
+  in1.v = shifted(call.din.in.v, v1);
+  linstate::cotangents<bf> dc1 = call.dc;
+  dc1.o = shifted(call.dc.o, o1);
+  device_grads<bf> g0(call.like, 0), g1(call.like, 0);
+  linstate::backward<Spec>(linstate::cuda{}, call.din.in, call.dc, g0.g, linstate::chunked<64>{}, linstate::varlen{});
+  linstate::backward<Spec>(linstate::cuda{}, in1, dc1, g1.g, linstate::chunked<64>{}, linstate::varlen{});
+  cuda_ok(cudaDeviceSynchronize());
+  const auto r0 = g0.fetch(), r1 = g1.fetch();
+  for_each_grad(r1, r0, [](const char* name, const auto& a, const auto& b) {
+    CAPTURE(name);
+    if (a.empty()) return;
+    const double ratio = rms_ratio(b, a);
+    CAPTURE(ratio);
+    CHECK(ratio <= 2e-3);
+  });
+}
+
+TEST_CASE("chunked backward (bf16): chunk_chain_kernel against the scans it replaces (GLA, SSE routed streams, packed sequences)") {
+  check_chain_backward<gla>(make<gla>({.B = 2, .T = 200, .H = 2, .HV = 2, .K = 128, .V = 128}, 221), 81);
+  check_chain_backward<sse_n4k1s>(make<sse_n4k1s>({.B = 2, .T = 260, .H = 2, .HV = 2, .K = 64, .V = 64}, 222), 82);
+  const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
+  check_chain_backward<sse_n4k1s>(make<sse_n4k1s>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 96, .V = 80}, 223, true, cu), 83);
+}
+
 // The direct stores of one-slot gradients (backward.cuh: diagonal_single_slot_gradients) skip the slot
 // sum, which is what gives a token with non-finite router logits its NaN rows; nan_rows_kernel writes them
 // instead. Every gradient of SSE-n4k1s (q, k, g and shared.* stored directly, v summed) and of kw = 1,

@@ -453,8 +453,18 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   // kept (`kept`: Q̃, K̃, A, Γ, e^{γ}, H_c; detail/saved.cuh) or, without it, their recomputation's scratch
   // (and U_c's, fp32 in hbuf)
   constexpr bool tc_bwd = !delta && std::is_same_v<Dev, __nv_bfloat16>;
-  const std::size_t at_hbuf = lay.add(tc_bwd && kept ? 0 : chunks * kv * sizeof(float));
-  const std::size_t at_dbuf = lay.add(chunks * kv * sizeof(float));
+  // chunk_chain_kernel (chunked.cuh) for the recomputation's U_c and hand-off (chain) and for W_c and the
+  // adjoint's hand-off (adj_chain): then no fp32 U_c (hbuf) or W_c (dbuf) buffer; a routed chunk's v rows
+  // (the intra kernel's copy) and r dO rows (chunk_read_rows_kernel's) pass through vbuf
+  bool chain = false, adj_chain = false;
+  if constexpr (tc_bwd) {
+    chain = chain_possible<D, Dev>(static_cast<int>(pb.K), static_cast<int>(pb.V), device_ptr(in.v.data));
+    adj_chain = chain_possible<D, Dev>(static_cast<int>(pb.K), static_cast<int>(pb.V), device_ptr(d.o.data));
+  }
+  const bool v_copy = ((chain && !kept) || adj_chain) && rplan.first_routed < pb.P;
+  const std::size_t at_hbuf = lay.add(tc_bwd && (kept || chain) ? 0 : chunks * kv * sizeof(float));
+  const std::size_t at_vbuf = lay.add(v_copy ? chunks * static_cast<std::size_t>(pb.HV * chunk_len * pb.V) * sizeof(Dev) : 0);
+  const std::size_t at_dbuf = lay.add(adj_chain ? 0 : chunks * kv * sizeof(float));
   const std::size_t at_gbuf = lay.add(delta || tc_bwd ? 0 : chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
   const std::size_t at_cbuf = lay.add(delta ? 0 : chunks * static_cast<std::size_t>(pb.HV * KP) * sizeof(float));
   const std::size_t at_delta =
@@ -524,9 +534,12 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   c.cw = cw, c.cr = cr, c.meta = meta;
   c.rt = record_table{chunk_len, c.S, c.P, seg_chunk, chunk_seg, rec_tok, rplan.max_chunks};
   c.state_in = in.initial_state.data;
-  c.hbuf = reinterpret_cast<float*>(base + at_hbuf), c.gbuf = reinterpret_cast<float*>(base + at_gbuf);
+  c.hbuf = tc_bwd && (kept || chain) ? nullptr : reinterpret_cast<float*>(base + at_hbuf);
+  c.gbuf = reinterpret_cast<float*>(base + at_gbuf);
+  c.vbuf = v_copy ? reinterpret_cast<Dev*>(base + at_vbuf) : nullptr;
+  c.seq = seq;
   c.dO = device_ptr(d.o.data), c.dht = d.final_state.data, c.dh0 = g.initial_state.data;
-  c.dbuf = reinterpret_cast<float*>(base + at_dbuf), c.cbuf = reinterpret_cast<float*>(base + at_cbuf), c.kp = KP;
+  c.dbuf = adj_chain ? nullptr : reinterpret_cast<float*>(base + at_dbuf), c.cbuf = reinterpret_cast<float*>(base + at_cbuf), c.kp = KP;
   c.Rr = pt.Rr, c.Rw = pt.Rw;
   c.dq = pt.dq, c.dk = pt.dk, c.dv = pt.dv, c.dg = pt.dg, c.dcw = pt.dcw, c.dcr = pt.dcr;
   auto direct = [](bool on, const tensor_view<Scalar>& t) { return on && !t.empty() ? device_ptr(t.data) : nullptr; };

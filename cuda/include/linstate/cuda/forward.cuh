@@ -280,7 +280,6 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   const std::size_t at_segc = lay.add(chunked ? static_cast<std::size_t>(pb.S * pb.P + 1) * sizeof(index_t) : 0);
   const std::size_t at_cseg = lay.add(n_chunks * sizeof(int));
   const std::size_t at_rtok = lay.add(n_chunks * chunk_len * sizeof(int));
-  const std::size_t at_hbuf = lay.add(n_chunks * static_cast<std::size_t>(pb.HV * pb.K * pb.V) * sizeof(float));
   const bool diag_chunked = chunked && !delta_chunked;
   // with `keep`, a bf16 forward of the diagonal family whose backward is chunked writes Q̃, K̃, A, Γ, e^{γ}
   // and H_c into the saved_states' device storage (detail/saved.cuh) instead of scratch; other calls keep
@@ -295,9 +294,17 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   // in the operand types, rows chunk_kp(K) long
   const std::size_t n_qk = diag_chunked ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_kp(static_cast<int>(pb.K))) : 0;
   const std::size_t at_qbuf = lay.add(keeping ? 0 : n_qk * sizeof(state_op_t<Dev>));
-  // K̃ only where chunk_kstate_kernel runs (the intra kernel forms U_c itself otherwise)
-  const bool kt_needed = !intra_fuses_u<D, Dev>(static_cast<int>(pb.K), static_cast<int>(pb.V));
+  // K̃: chunk_kstate_kernel's or chunk_chain_kernel's operand (the intra kernel forms U_c itself, and needs
+  // no K̃, only where the chain cannot run: v not 16-byte aligned)
+  const bool u_fused = intra_fuses_u<D, Dev>(static_cast<int>(pb.K), static_cast<int>(pb.V));
+  const bool chain = diag_chunked && chain_possible<D, Dev>(static_cast<int>(pb.K), static_cast<int>(pb.V), device_ptr(in.v.data));
+  const bool kt_needed = !u_fused || chain;
   const std::size_t at_kbuf = lay.add(kt_needed && !keeping ? n_qk * sizeof(Dev) : 0);
+  // U_c (fp32; then H_c where the scan keeps it in fp32): not where the chain forms U_c itself
+  const std::size_t at_hbuf = lay.add(chain ? 0 : n_chunks * static_cast<std::size_t>(pb.HV * pb.K * pb.V) * sizeof(float));
+  // v of the routed chunks' writing rows, for chunk_chain_kernel (an identity partition's rows are read in place)
+  const bool v_copy = chain && rplan.first_routed < pb.P;
+  const std::size_t at_vbuf = lay.add(v_copy ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * pb.V) * sizeof(Dev) : 0);
   const std::size_t at_abuf =
       lay.add(diag_chunked && !keeping ? n_chunks * static_cast<std::size_t>(pb.HV * chunk_len * chunk_len) * sizeof(Dev) : 0);
   // H_c in the state operand type for 16-bit inputs (chunk_scan_kernel → chunk_output_kernel; U_c stays fp32 in hbuf)
@@ -367,9 +374,11 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
                     chunk_seg, rec_tok, stream, scratch_pool(api), api);
       c.rt = record_table{chunk_len, c.S, c.P, seg_chunk, chunk_seg, rec_tok, rplan.max_chunks};
       c.state_in = state_in, c.state_out = state_out;
-      c.hbuf = static_cast<float*>(at(at_hbuf)), c.gbuf = static_cast<float*>(at(at_gbuf));
+      c.hbuf = chain ? nullptr : static_cast<float*>(at(at_hbuf)), c.gbuf = static_cast<float*>(at(at_gbuf));
       c.qbuf = static_cast<state_op_t<Dev>*>(at(at_qbuf)), c.abuf = static_cast<Dev*>(at(at_abuf));
       c.kbuf = kt_needed ? static_cast<Dev*>(at(at_kbuf)) : nullptr;
+      c.vbuf = v_copy ? static_cast<Dev*>(at(at_vbuf)) : nullptr;
+      c.seq = seq;
       if (diag_chunked && h16) c.hsbuf = static_cast<state_op_t<Dev>*>(at(at_hsbuf));
       if constexpr (keeps_operands<D, Dev>)
         if (keeping) {  // K̃ and Γ are written too (the backward reads them)

@@ -34,6 +34,12 @@
 //     final state (fp32). Elementwise, memory bound.
 //  4. chunk_output_kernel — per chunk, head and 64-column V tile (SPEC §2.3 steps 2–3):
 //       o_t = r_t · [ Q̃_tᵀ H_c + Σ_{j≤t} A_{tj} v_j ]      with r_t = scale × read weight.
+//  2'–3'. chunk_chain_kernel — instead of U_c in kernels 1–2 and kernel 3, where chain_applies (bf16,
+//     gated_key, K and V multiples of 16, v 16-byte aligned): per stream, head and 32 × 32 tile of the
+//     state, U_c = K̃ᵀ V by mma.sync over the chunk's rows and the hand-off in registers, H_c stored in
+//     bf16 (the same bits as kernels 1 and 3; no fp32 U_c in global memory). The intra kernel then
+//     writes K̃ (kbuf) and, for a routed chunk, v of its writing rows (vbuf); an identity partition's v
+//     rows are read in place.
 // chunk_state_kernel forms U_c (and e^{γ_c}) from the inputs in one kernel; the backward
 // (chunked_backward.cuh) runs it to recompute H_c, and its adjoint.
 //
@@ -48,6 +54,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include <linstate/dynamic.hpp>
@@ -102,6 +110,9 @@ struct chunk_params {
                                         // chunk_kstate_kernel and the backward's gradient kernels)
   float* gambuf = nullptr;              // [max_chunks, HV, gamma_floats(chunk_kp(K))]: Γ, written by chunk_intra_kernel when
                                         // set (the bf16 backward's gradient kernels read it)
+  Dev* vbuf = nullptr;                  // [max_chunks, HV, C, V] or null: v of a routed chunk's writing rows (0 elsewhere),
+                                        // written by chunk_intra_kernel for chunk_chain_kernel
+  const index_t* seq = nullptr;         // packed sequence offsets [S + 1] or null (sequence s is [s·T, (s + 1)·T))
   Dev* o = nullptr;                     // [tokens, HV, V] when R = 1
   float* o_part = nullptr;              // [tokens, HV, R, V] when R > 1
 };
@@ -861,7 +872,7 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
 template <class D, int KP, class Dev>
 __device__ __forceinline__ void intra_warp_tiles_block(const chunk_params<Dev>& p, index_t c, int hv, const device_source<Dev>& src,
                                                        const intra_smem<D, Dev>& L, const chunk_record* recs, float* G, Dev* Qf,
-                                                       Dev* Kf, unsigned char* smem_raw) {
+                                                       Dev* Kf, unsigned char* smem_raw, bool routed) {
   using Sop = state_op_t<Dev>;
   constexpr int C = chunk_len, lower = (C / 16) * (C / 16 + 1) / 2, warps = intra_threads / 32;
   static_assert(warps == (C / 16) * (C / 16), "intra_warp_tiles_block: one warp per 16 x 16 tile of A");
@@ -880,7 +891,8 @@ __device__ __forceinline__ void intra_warp_tiles_block(const chunk_params<Dev>& 
   stage_rows_async<Dev>(Qf, ldq, C, KP, src.q, K, vq, qk, rd);
   stage_rows_async<Dev>(Kf, ldq, C, KP, src.k, K, vq, qk, wr);
   stage_rows_async<Dev>(Gr, ldq, C, KP, src.g, K, vg, [&](int i) { return recs[i].hv * K; }, wr);
-  if (p.intra_u) stage_rows_async<Dev>(Vs, ldq, C, V, p.v, V, vv, [&](int i) { return recs[i].hv * V; }, wr);
+  const bool vcopy = p.vbuf != nullptr && routed;  // v of the writing rows for chunk_chain_kernel (a routed chunk's rows are a gather)
+  if (p.intra_u || vcopy) stage_rows_async<Dev>(Vs, ldq, C, V, p.v, V, vv, [&](int i) { return recs[i].hv * V; }, wr);
   stage_wait();
   __syncthreads();
   // 2. Γ (ends with a barrier)
@@ -930,6 +942,13 @@ __device__ __forceinline__ void intra_warp_tiles_block(const chunk_params<Dev>& 
         }
         if (Ko) store8<Dev>(Ko + i * KP + a0, x);
         if (p.intra_u) store8<Dev>(Gr + i * ldq + a0, x);
+      }
+    }
+    if (vcopy) {  // the staged v rows → vbuf [C][V] (16-byte copies; V % 8 == 0 where the chain runs)
+      Dev* Vo = p.vbuf + (c * HV + hv) * static_cast<index_t>(C) * V;
+      for (int e = ot; e < C * (V / 8); e += others) {
+        const int i = e / (V / 8), j = (e % (V / 8)) * 8;
+        *reinterpret_cast<uint4*>(Vo + static_cast<index_t>(i) * V + j) = *reinterpret_cast<const uint4*>(Vs + i * ldq + j);
       }
     }
   }
@@ -984,7 +1003,7 @@ __global__ void __launch_bounds__(intra_threads, intra_warp_tiles<D, Dev> ? 2 : 
   load_records(p, c, at, h, hv, recs);
   __syncthreads();
   if constexpr (intra_warp_tiles<D, Dev>) {
-    intra_warp_tiles_block<D, KP>(p, c, hv, src, L, recs, G, Qf, Kf, smem_raw);
+    intra_warp_tiles_block<D, KP>(p, c, hv, src, L, recs, G, Qf, Kf, smem_raw, at.routed);
     return;
   }
   const bool vq = K % vec16<Dev> == 0 && aligned16(src.q) && aligned16(src.k);
@@ -1224,6 +1243,252 @@ __global__ void __launch_bounds__(kstate_threads) chunk_kstate_kernel(const chun
   }
 }
 
+// --- 2'. chunk_chain_kernel ---------------------------------------------------------------------
+
+//! K rows and V columns of the state per chain block, its warps (each a 16 × 16 quarter), and the
+//! chunks whose operands are in flight per block.
+#ifndef LS_CHAIN_DEPTH
+#define LS_CHAIN_DEPTH 8
+#endif
+inline constexpr int chain_tile = 32, chain_threads = 128, chain_depth = LS_CHAIN_DEPTH;
+static_assert(chain_depth % 2 == 0 && chain_depth >= 4, "chunk_chain_kernel takes its chunks two at a time");
+//! Row length (bf16) of a chain stage's operand tiles: 32 columns + 8 of padding (80-byte rows: the
+//! eight rows of an ldmatrix block fall in distinct banks).
+inline constexpr int chain_ld = chain_tile + 8;
+//! Dynamic shared memory of chunk_chain_kernel: chain_depth stages of K̃, v (bf16) and e^{γ} (fp32).
+inline constexpr std::size_t chain_smem_bytes = chain_depth * (2 * chunk_len * chain_ld * 2 + chain_tile * sizeof(float));
+
+//! Whether chunk_chain_kernel forms U_c and the hand-off (instead of the intra kernel's U_c and
+//! chunk_scan_kernel): the warp-tile path (bf16, gated_key) with K and V multiples of 16 and V within
+//! the key tile, v 16-byte aligned, H_c wanted in bf16 (hsbuf), K̃ kept (kbuf) and, where there are
+//! routed partitions, their v rows copied (vbuf). The callers size their buffers by the same rule
+//! (chain_possible), and then need no fp32 U_c buffer (hbuf).
+template <class D, class Dev>
+inline bool chain_possible(int K, int V, const void* v) {
+  return intra_fuses_u<D, Dev>(K, V) && (reinterpret_cast<std::uintptr_t>(v) & 15u) == 0;
+}
+template <class D, class Dev>
+inline bool chain_applies(const chunk_params<Dev>& p) {
+  return chain_possible<D, Dev>(p.K, p.V, p.v) && p.hsbuf != nullptr && p.kbuf != nullptr &&
+         (p.vbuf != nullptr || p.first_routed >= p.P);
+}
+
+//! The chunk states and their hand-off in one pass, per stream, value head and 32 × 32 tile of the
+//! state (grid (⌈K/32⌉·⌈V/32⌉, HV, S·P), four warps, each a 16 × 16 quarter in mma accumulators):
+//! over the stream's chunks in order, store H_c (rounded to bf16 → hsbuf), then
+//!   H_{c+1} = diag(e^{γ_c}) H_c + U_c,   U_c = K̃_cᵀ V_c   (SPEC §2.3 step 1)
+//! with U_c formed from zero by the same m16n8k16 products over the chunk's rows in the same order as
+//! the intra kernel's U_c tiles, and the update the same fmaf as chunk_scan_kernel's: the states are
+//! bit for bit those of the intra kernel's U_c followed by the scan, without U_c's fp32 round trip
+//! through global memory (2 × 4 bytes per state element and chunk). The operands: K̃ from kbuf (the
+//! intra kernel's), V from the input rows themselves for an identity partition (token t0 + 64·(c − c0)
+//! + i of the stream's sequence; zeros past its end) or, for a routed one, the intra kernel's copy of
+//! the writing rows (vbuf: the records are a gather). chain_depth − 2 chunks' copies are in flight
+//! (cp.async into a ring of stages; each thread's sources and destinations formed once and moved by a
+//! chunk per round); two chunks per barrier, their products in flight together. A stream without
+//! records keeps its initial state (copied out of place, untouched in place); the final state is
+//! written in fp32.
+//!
+//! Adj = true: the backward's adjoint (kernels/chunked_backward.cuh, steps 2–3), walking the chunks
+//! backwards from D = dht (state_in): store D_c (bf16 → hsbuf, there the backward's dsbuf), then
+//!   D ← diag(e^{γ_c}) D + W_c,   W_c = Σ_t Q̃_t (r_t dO_t)ᵀ
+//! with Q̃ in kbuf (there the forward's qbuf; 0 on rows that do not read) and dO in v: an identity
+//! partition's raw rows, r_t = scale applied to the fp32 product (chunk_kstate_kernel<Adj> rounds
+//! scale · dO to bf16 first instead: one rounding less here), a routed one's r_t dO_t rounded to bf16
+//! in vbuf (chunk_read_rows_kernel; 0 on rows that do not read); the last D (dh0) into state_out.
+template <class D, class Dev, bool Adj = false>
+__global__ void __launch_bounds__(chain_threads) chunk_chain_kernel(const chunk_params<Dev> p) {
+  static_assert(decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>, "chunk_chain_kernel: bf16 inputs, per-key decays");
+  static_assert(chunk_len * (chain_tile / 8) == 2 * chain_threads, "chunk_chain_kernel: two 16-byte copies per thread and operand");
+  using x3_detail::mma_bf16_16816;
+  constexpr int C = chunk_len, T = chain_tile, LD = chain_ld, DEPTH = chain_depth;
+  constexpr unsigned SB = C * LD * sizeof(Dev);  // bytes of one stage's operand tile
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  // [DEPTH] stages of K̃ (Q̃) rows [C][LD] (the tile's key columns), then of v (dO) rows (its value
+  // columns), then of e^{γ_c} [T] (its key rows)
+  const unsigned sK = static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)), sV = sK + DEPTH * SB, sD = sV + DEPTH * SB;
+  const float* Dsm = reinterpret_cast<const float*>(smem_raw + 2 * DEPTH * SB);
+  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
+  const int part = seg / p.S, s = seg % p.S;
+  const int K = p.K, V = p.V, HV = p.HV, KP = chunk_kp(K);
+  const int tv = (V + T - 1) / T;
+  const int k0 = (static_cast<int>(blockIdx.x) / tv) * T, v0 = (static_cast<int>(blockIdx.x) % tv) * T;
+  const index_t KV = static_cast<index_t>(K) * V;
+  const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
+  const int count = static_cast<int>(c1 - c0);
+  if (count == 0 && p.in_place) return;
+  const bool routed = part >= p.first_routed;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t2 = (lane & 3) * 2, l8 = lane & 7, mi = lane >> 3;
+  const int ar = (warp >> 1) * 16, vc = (warp & 1) * 16;  // the warp's quarter within the tile
+  const int a = k0 + ar, vv = v0 + vc;                    // its first key row and value column
+  const bool active = a < K && vv < V;
+  const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * KV;
+  const index_t cfirst = Adj ? c1 - 1 : c0;  // the first chunk walked; then one chunk back (Adj) or on per step
+  const index_t dir = Adj ? -1 : 1;
+
+  // The copies: this thread's rows r0 and r0 + 32 of each operand, columns col … col + 7 (16 bytes);
+  // zero-filled beyond K, V and (identity partition) the sequence's end. The sources move by one chunk
+  // per copy round (steps in elements, int: a chunk of a value head is far below 2^31 elements); a
+  // predicate that is off points the copy at a valid base and reads nothing.
+  const int r0 = tid >> 2, col = (tid & 3) * 8;
+  const bool okk = k0 + col < K, okc = v0 + col < V;
+  const Dev* kp = p.kbuf + ((cfirst * HV + hv) * C + r0) * KP + k0 + col;
+  const int kstep = static_cast<int>(dir) * HV * C * KP, krow = 32 * KP;
+  const Dev* vp;
+  int vstep, vrow, left = C;  // left: rows of the sequence from this thread's row r0 on (identity partition)
+  if (routed) {
+    vp = p.vbuf + ((cfirst * HV + hv) * C + r0) * V + v0 + col;
+    vstep = static_cast<int>(dir) * HV * C * V, vrow = 32 * V;
+  } else {
+    index_t t0, t1;
+    sequence_range(p.seq, p.T, s, t0, t1);
+    const index_t tok = t0 + (cfirst - c0) * C + r0;
+    left = static_cast<int>(t1 - tok);
+    vp = p.v + (tok * HV + hv) * V + v0 + col;
+    vstep = static_cast<int>(dir) * C * HV * V, vrow = 32 * HV * V;
+  }
+  const int lstep = routed ? 0 : -static_cast<int>(dir) * C;
+  const float* dp = p.gbuf + (cfirst * HV + hv) * K + k0 + 4 * (tid & 7);
+  const bool okd = tid < T / 4 && k0 + 4 * tid < K;
+  const int dstep = static_cast<int>(dir) * HV * K;
+  const unsigned cK = sK + (r0 * LD + col) * sizeof(Dev), cV = sV + (r0 * LD + col) * sizeof(Dev), cD = sD + 16 * tid;
+  constexpr unsigned R32 = 32 * LD * sizeof(Dev);
+  auto cp16 = [](unsigned dst, const void* src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+  };
+  // the copies of walk index j into stage st (a constant where the loops below are unrolled), one commit
+  // group (empty past the end)
+  auto issue = [&](int j, unsigned st) {
+    if (j < count) {
+      const bool ok0 = okc && left > 0, ok1 = okc && left > 32;
+      cp16(cK + st * SB, okk ? kp : p.kbuf, okk);
+      cp16(cK + st * SB + R32, okk ? kp + krow : p.kbuf, okk);
+      cp16(cV + st * SB, ok0 ? vp : p.kbuf, ok0);
+      cp16(cV + st * SB + R32, ok1 ? vp + vrow : p.kbuf, ok1);
+      if (tid < T / 4) cp16(cD + st * (T * 4), okd ? dp : p.gbuf, okd);
+      kp += kstep, vp += vstep, dp += dstep, left += lstep;
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+
+  // the warp's quarter of H: rows a + g (h[.][0, 1]) and a + g + 8 (h[.][2, 3]), columns vv + 8·n + t2, + 1
+  const int hoff = (a + g) * V + vv + t2;  // of element h[0][0] within a chunk's [K][V] block
+  float h[2][4];
+#pragma unroll
+  for (int n = 0; n < 2; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) h[n][e] = (active && p.state_in) ? p.state_in[sbase + hoff + (e >> 1) * 8 * V + 8 * n + (e & 1)] : 0.f;
+  __nv_bfloat16* hp = p.hsbuf + (cfirst * HV + hv) * KV + hoff;
+  const int hstep = static_cast<int>(dir * HV * KV);
+  // Adj, identity partition: W_c = scale · Σ_t Q̃_t dO_tᵀ, the scale applied to the fp32 product
+  const float wscale = Adj && !routed ? p.scale : 1.f;
+  // ldmatrix.trans row addresses of this lane (stage 0, rows 0 … 15 of the chunk): K̃ᵀ's 16 × 16 block at
+  // key rows ar …, V's at value columns vc …; matrix l / 8 is row l % 8 of the 8 × 8 block (+8 rows / +8 columns)
+  const unsigned lK = sK + ((l8 + (mi >> 1) * 8) * LD + ar + (mi & 1) * 8) * sizeof(Dev);
+  const unsigned lV = sV + ((l8 + (mi & 1) * 8) * LD + vc + (mi >> 1) * 8) * sizeof(Dev);
+  auto ldsm = [](unsigned (&r)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+  };
+  // U (W) of the chunk in stage st: from zero, the chunk's rows in steps of 16 (the intra kernel's order)
+  auto product = [&](unsigned st, float (&u)[2][4]) {
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) u[n][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < C; kk += 16) {
+      unsigned af[4], bf[4];
+      ldsm(af, lK + st * SB + kk * LD * sizeof(Dev));
+      ldsm(bf, lV + st * SB + kk * LD * sizeof(Dev));
+      const unsigned b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+      mma_bf16_16816(u[0], af, b0);
+      mma_bf16_16816(u[1], af, b1);
+    }
+  };
+  // store H_c (bf16) and hand off: H ← diag(e^{γ_c}) H + U_c
+  auto step = [&](unsigned st, const float (&u)[2][4]) {
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        *reinterpret_cast<__nv_bfloat162*>(hp + r * 8 * V + 8 * n) =
+            __halves2bfloat162(to_op<__nv_bfloat16>(h[n][2 * r]), to_op<__nv_bfloat16>(h[n][2 * r + 1]));
+    hp += hstep;
+    const float d0 = Dsm[st * T + ar + g], d1 = Dsm[st * T + ar + g + 8];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      if (Adj && !routed) {
+        h[n][0] = fmaf(d0, h[n][0], wscale * u[n][0]), h[n][1] = fmaf(d0, h[n][1], wscale * u[n][1]);
+        h[n][2] = fmaf(d1, h[n][2], wscale * u[n][2]), h[n][3] = fmaf(d1, h[n][3], wscale * u[n][3]);
+      } else {
+        h[n][0] = fmaf(d0, h[n][0], u[n][0]), h[n][1] = fmaf(d0, h[n][1], u[n][1]);
+        h[n][2] = fmaf(d1, h[n][2], u[n][2]), h[n][3] = fmaf(d1, h[n][3], u[n][3]);
+      }
+    }
+  };
+
+#pragma unroll
+  for (int j = 0; j < DEPTH - 2; ++j) issue(j, static_cast<unsigned>(j));
+  // walk indices i + j, i + j + 1 per round: stage (i + j) % DEPTH = j, a constant of the unrolled loop
+  for (int i = 0; i < count; i += DEPTH) {
+#pragma unroll
+    for (int j = 0; j < DEPTH; j += 2) {
+      if (i + j < count) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(DEPTH - 4) : "memory");  // walk indices i + j, + 1 complete
+        __syncthreads();  // … for every thread's copies; every warp is past the previous round (its stages free)
+        issue(i + j + DEPTH - 2, static_cast<unsigned>((j + DEPTH - 2) % DEPTH));
+        issue(i + j + DEPTH - 1, static_cast<unsigned>((j + DEPTH - 1) % DEPTH));
+        if (active) {
+          const bool two = i + j + 1 < count;
+          float u0[2][4], u1[2][4];
+          product(static_cast<unsigned>(j), u0);
+          if (two) product(static_cast<unsigned>(j + 1), u1);
+          step(static_cast<unsigned>(j), u0);
+          if (two) step(static_cast<unsigned>(j + 1), u1);
+        }
+      }
+    }
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  if (p.state_out && active) {
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) p.state_out[sbase + hoff + (e >> 1) * 8 * V + 8 * n + (e & 1)] = h[n][e];
+  }
+}
+
+//! The adjoint chain's operand rows of a routed chunk (chunk_chain_kernel<Adj>): vbuf[c][hv][i] =
+//! r_i dO_i rounded to bf16 for a record that reads, 0 otherwise (as chunk_kstate_kernel<Adj> stages
+//! them); grid (max_chunks, HV), blocks of identity partitions return at once.
+template <class Dev>
+__global__ void __launch_bounds__(256) chunk_read_rows_kernel(const chunk_params<Dev> p) {
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  const chunk_where at = locate_chunk(p, c);
+  if (!at.routed) return;
+  __shared__ chunk_record recs[chunk_len];
+  const int V = p.V, HV = p.HV, hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  load_records(p, c, at, h, hv, recs);
+  __syncthreads();
+  Dev* out = p.vbuf + (c * HV + hv) * static_cast<index_t>(chunk_len) * V;
+  for (int e = static_cast<int>(threadIdx.x); e < chunk_len * (V / 8); e += static_cast<int>(blockDim.x)) {
+    const int i = e / (V / 8), j = (e % (V / 8)) * 8;
+    float x[8] = {};
+    if (recs[i].rd) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(p.v + recs[i].hv * V + j);
+      Dev in[8];
+      memcpy(in, &raw, 16);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) x[u] = to_f32(in[u]) * recs[i].r;
+    }
+    store8<Dev>(out + static_cast<index_t>(i) * V + j, x);
+  }
+}
+
 // --- 4. chunk_output_kernel ----------------------------------------------------------------------
 
 //! V columns per output block.
@@ -1354,6 +1619,36 @@ void set_chunk_smem(const char* api) {
   (void)once;
 }
 
+//! Launches chunk_chain_kernel<D, Dev, Adj> over p's streams (see chain_applies).
+template <class D, class Dev, bool Adj>
+void launch_chain(const chunk_params<Dev>& p, cudaStream_t stream, const char* api) {
+  static const bool once = [api] {
+    check(cudaFuncSetAttribute(chunk_chain_kernel<D, Dev, Adj>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(chain_smem_bytes)),
+          "cudaFuncSetAttribute(chunk_chain_kernel)", api);
+    return true;
+  }();
+  (void)once;
+  const unsigned tiles = static_cast<unsigned>(((p.K + chain_tile - 1) / chain_tile) * ((p.V + chain_tile - 1) / chain_tile));
+  chunk_chain_kernel<D, Dev, Adj><<<dim3(tiles, static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P)), chain_threads,
+                                    chain_smem_bytes, stream>>>(p);
+  check_launch(Adj ? "chunk_chain_kernel (adjoint)" : "chunk_chain_kernel", api);
+}
+
+//! Enqueues the hand-off over the chunks: chunk_chain_kernel (U_c formed there; `chain`, see
+//! chain_applies) or chunk_scan_kernel (over the U_c in hbuf).
+template <class D, class Dev>
+void enqueue_state_pass(const chunk_params<Dev>& p, bool chain, cudaStream_t stream, const char* api) {
+  if (!chain && p.hbuf == nullptr) throw std::logic_error(std::string(api) + ": chunked forward without chunk_chain_kernel has no U_c buffer");
+  if constexpr (intra_warp_tiles<D, Dev>) {
+    if (chain) return launch_chain<D, Dev, false>(p, stream, api);
+  }
+  const index_t KV = static_cast<index_t>(p.K) * p.V;
+  const unsigned slices = static_cast<unsigned>((KV + scan_threads * scan_per_thread - 1) / (scan_threads * scan_per_thread));
+  chunk_scan_kernel<D, Dev><<<dim3(slices, static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P)), scan_threads, 0, stream>>>(p);
+  check_launch("chunk_scan_kernel", api);
+}
+
 //! Enqueues the forward with tiles KP wide (K ≤ KP; the record table in p.rt is built already):
 //! chunk_intra_kernel (Γ, Q̃, K̃, e^{γ}, A), chunk_kstate_kernel (U_c), chunk_scan_kernel (H_c over
 //! U_c), chunk_output_kernel. (chunk_state_kernel forms U_c from the inputs for the backward's
@@ -1363,21 +1658,20 @@ void enqueue_chunked_kp(const chunk_params<Dev>& p, cudaStream_t stream, const c
   set_chunk_smem<D, Dev, KP>(api);
   const index_t chunks = p.rt.max_chunks;
   const unsigned ch = static_cast<unsigned>(chunks), hv = static_cast<unsigned>(p.HV);
+  bool chain = false;
+  if constexpr (intra_warp_tiles<D, Dev>) chain = chain_applies<D>(p);
   if (chunks > 0) {
     chunk_params<Dev> q = p;
-    q.intra_u = intra_fuses_u<D, Dev>(p.K, p.V);
+    q.intra_u = intra_fuses_u<D, Dev>(p.K, p.V) && !chain;
     chunk_intra_kernel<D, Dev, KP><<<dim3(ch, hv), intra_threads, intra_smem<D, Dev>(KP).bytes, stream>>>(q);
     check_launch("chunk_intra_kernel", api);
-    if (!q.intra_u) {
+    if (!q.intra_u && !chain) {
       const unsigned vt = static_cast<unsigned>((p.V + kstate_smem<D, Dev>::TV - 1) / kstate_smem<D, Dev>::TV);
       chunk_kstate_kernel<D, Dev, KP><<<dim3(ch, hv, vt), kstate_threads, kstate_smem<D, Dev>(KP).bytes, stream>>>(p);
       check_launch("chunk_kstate_kernel", api);
     }
   }
-  const index_t KV = static_cast<index_t>(p.K) * p.V;
-  const unsigned slices = static_cast<unsigned>((KV + scan_threads * scan_per_thread - 1) / (scan_threads * scan_per_thread));
-  chunk_scan_kernel<D, Dev><<<dim3(slices, hv, static_cast<unsigned>(p.S * p.P)), scan_threads, 0, stream>>>(p);
-  check_launch("chunk_scan_kernel", api);
+  enqueue_state_pass<D, Dev>(p, chain, stream, api);
   if (chunks > 0) {
     const unsigned vo = static_cast<unsigned>((p.V + output_tile_v - 1) / output_tile_v);
     chunk_output_kernel<D, Dev, KP><<<dim3(ch, hv, vo), output_threads, output_smem<D, Dev>(KP).bytes, stream>>>(p);

@@ -13,14 +13,18 @@
 // Per chunk c of a stream (rows t, j; r_t = scale × read weight, w_j = write weight; q, k, v, dO raw,
 // zero on rows that do not read (q, dO) or write (k, v); Γ, γ, H_c as in chunked.cuh; D_c = ∂L/∂H_{c+1}):
 //   1. H_c, recomputed from the inputs: bf16 — the forward's chunk_intra_kernel (which also leaves A, K̃,
-//      Q̃ and Γ for step 4, and forms U_c itself where intra_fuses_u holds), chunk_kstate_kernel (where
-//      it does not) and chunk_scan_kernel; fp32 and fp16 —
+//      Q̃ and Γ for step 4) and, where chain_applies (gated_key, K and V multiples of 16, v 16-byte
+//      aligned), chunk_chain_kernel (U_c and the hand-off in one pass, chunked.cuh); elsewhere the intra
+//      kernel's U_c (intra_fuses_u) or chunk_kstate_kernel, then chunk_scan_kernel; fp32 and fp16 —
 //      chunk_state_kernel + chunk_scan_kernel;
 //   2. W_c = Σ_t (r_t q_t ⊙ e^{Γ_t}) dO_tᵀ: bf16 — chunk_kstate_kernel<Adj> on Q̃ and r dO; otherwise
 //      chunk_state_kernel<Adj>;
 //   3. chunk_rscan_kernel: D_last = dht; D_{c−1} = diag(e^{γ_c}) D_c + W_c, each D_c stored over W_c
 //      (bf16: rounded to bf16 into dsbuf, as step 1's scan stores H_c into hsbuf: the gradient kernels
 //      read only those, half the bytes); dh0 = the last D, fp32                     (SPEC §2.4 (a))
+//   2–3 where chain_applies to Q̃ and dO (bf16 gated_key, dO 16-byte aligned): chunk_chain_kernel<Adj>
+//      forms W_c and walks D in one pass (a routed chunk's r dO rows gathered first by
+//      chunk_read_rows_kernel), no fp32 W_c buffer
 //   4. the per-chunk gradients (K, V ≤ 128):
 //        A_tj  = Σ_i q_t[i] w_j k_j[i] e^{Γ_t[i]−Γ_j[i]},   dA_tj = dO_t·v_j          (j ≤ t)
 //        dv_j  = Σ_{t≥j} A_tj r_t dO_t + D_cᵀ(w_j k_j ⊙ e^{γ−Γ_j})                   (c)
@@ -1608,12 +1612,15 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, b
   chunk_params<Dev> fwd = p;
   fwd.state_out = nullptr, fwd.in_place = false;
   if (!tc) recompute = true;
+  bool chain = false;  // U_c and the hand-off by chunk_chain_kernel (chunked.cuh)
+  if constexpr (intra_warp_tiles<D, Dev>) chain = recompute && chain_applies<D>(fwd);
   if (recompute && chunks > 0) {
     if constexpr (tc) {
-      fwd.intra_u = intra_fuses_u<D, Dev>(p.K, p.V);  // U_c by the intra kernel (which still leaves K̃ in kbuf)
+      // U_c by the intra kernel (which still leaves K̃ in kbuf), unless the chain forms it
+      fwd.intra_u = intra_fuses_u<D, Dev>(p.K, p.V) && !chain;
       chunk_intra_kernel<D, Dev, KP><<<dim3(ch, hv), intra_threads, intra_smem<D, Dev>(KP).bytes, stream>>>(fwd);
       check_launch("chunk_intra_kernel", api);
-      if (!fwd.intra_u) {
+      if (!fwd.intra_u && !chain) {
         const unsigned kv = static_cast<unsigned>((p.V + kstate_smem<D, Dev>::TV - 1) / kstate_smem<D, Dev>::TV);
         chunk_kstate_kernel<D, Dev, KP><<<dim3(ch, hv, kv), kstate_threads, kstate_smem<D, Dev>(KP).bytes, stream>>>(fwd);
         check_launch("chunk_kstate_kernel", api);
@@ -1623,27 +1630,42 @@ void enqueue_chunked_backward_kp(const chunk_bwd_params<Dev>& p, bool want_dg, b
       check_launch("chunk_state_kernel", api);
     }
   }
-  if (recompute) {
-    chunk_scan_kernel<D, Dev><<<scan_grid, scan_threads, 0, stream>>>(fwd);
-    check_launch("chunk_scan_kernel", api);
-  }
-  // 2. W_c
-  chunk_params<Dev> adj = p;
-  adj.v = p.dO, adj.hbuf = p.dbuf;
-  if (chunks > 0) {
-    if constexpr (tc) {
-      adj.kbuf = p.qbuf;  // W_c = Σ_t Q̃_t (r_t dO_t)ᵀ
-      const unsigned kv = static_cast<unsigned>((p.V + kstate_smem<D, Dev>::TV - 1) / kstate_smem<D, Dev>::TV);
-      chunk_kstate_kernel<D, Dev, KP, true><<<dim3(ch, hv, kv), kstate_threads, kstate_smem<D, Dev>(KP).bytes, stream>>>(adj);
-      check_launch("chunk_kstate_kernel (adjoint)", api);
-    } else {
-      chunk_state_kernel<D, Dev, KP, true><<<dim3(ch, hv, vt), chunk_threads, state_smem<D, Dev>(KP).bytes, stream>>>(adj);
-      check_launch("chunk_state_kernel (adjoint)", api);
+  if (recompute) enqueue_state_pass<D, Dev>(fwd, chain, stream, api);
+  // 2.–3. by chunk_chain_kernel<Adj> (chunked.cuh) where it applies: W_c formed there from Q̃ and r dO (a
+  // routed chunk's rows gathered first by chunk_read_rows_kernel into vbuf), D_c into dsbuf, dh0
+  bool adj_chain = false;
+  if constexpr (intra_warp_tiles<D, Dev>) {
+    chunk_params<Dev> ac = p;
+    ac.kbuf = p.qbuf, ac.v = p.dO, ac.hsbuf = p.dsbuf, ac.state_in = p.dht, ac.state_out = p.dh0, ac.in_place = false;
+    adj_chain = chain_applies<D>(ac);
+    if (adj_chain) {
+      if (chunks > 0 && p.first_routed < p.P) {
+        chunk_read_rows_kernel<Dev><<<dim3(ch, hv), 256, 0, stream>>>(ac);
+        check_launch("chunk_read_rows_kernel", api);
+      }
+      launch_chain<D, Dev, true>(ac, stream, api);
     }
   }
-  // 3. D_c, dh0
-  chunk_rscan_kernel<D, Dev><<<scan_grid, scan_threads, 0, stream>>>(p);
-  check_launch("chunk_rscan_kernel", api);
+  if (!adj_chain) {
+    if (p.dbuf == nullptr) throw std::logic_error(std::string(api) + ": chunked backward without chunk_chain_kernel has no W_c buffer");
+    // 2. W_c
+    chunk_params<Dev> adj = p;
+    adj.v = p.dO, adj.hbuf = p.dbuf;
+    if (chunks > 0) {
+      if constexpr (tc) {
+        adj.kbuf = p.qbuf;  // W_c = Σ_t Q̃_t (r_t dO_t)ᵀ
+        const unsigned kv = static_cast<unsigned>((p.V + kstate_smem<D, Dev>::TV - 1) / kstate_smem<D, Dev>::TV);
+        chunk_kstate_kernel<D, Dev, KP, true><<<dim3(ch, hv, kv), kstate_threads, kstate_smem<D, Dev>(KP).bytes, stream>>>(adj);
+        check_launch("chunk_kstate_kernel (adjoint)", api);
+      } else {
+        chunk_state_kernel<D, Dev, KP, true><<<dim3(ch, hv, vt), chunk_threads, state_smem<D, Dev>(KP).bytes, stream>>>(adj);
+        check_launch("chunk_state_kernel (adjoint)", api);
+      }
+    }
+    // 3. D_c, dh0
+    chunk_rscan_kernel<D, Dev><<<scan_grid, scan_threads, 0, stream>>>(p);
+    check_launch("chunk_rscan_kernel", api);
+  }
   if (chunks > 0) {
     // 4. per-chunk gradients
     if constexpr (tc) {
