@@ -1245,18 +1245,21 @@ __global__ void __launch_bounds__(kstate_threads) chunk_kstate_kernel(const chun
 
 // --- 2'. chunk_chain_kernel ---------------------------------------------------------------------
 
-//! K rows and V columns of the state per chain block, its warps (each a 16 × 16 quarter), and the
-//! chunks whose operands are in flight per block.
-#ifndef LS_CHAIN_DEPTH
-#define LS_CHAIN_DEPTH 8
-#endif
-inline constexpr int chain_tile = 32, chain_threads = 128, chain_depth = LS_CHAIN_DEPTH;
+//! The chain block's tile of the state: chain_tk key rows × chain_tv value columns, a warp per 16 × 16
+//! block; chain_depth stages of copies, chain_depth − 2 chunks in flight. 32 × 32 at B = 1, H = 8,
+//! K = V = 128 makes 128 blocks, one per multiprocessor, bound by L2's bandwidth (ncu 82 %: each
+//! chunk's K̃ rows are read by V / 32 blocks, its v rows by K / 32); 64 × 32 (eight warps) halves the
+//! blocks and reads 25 % less from L2 but took 250 µs for GLA at T = 32768 against 174 (session 20,
+//! call 4: half the multiprocessors, each walking twice the tiles).
+inline constexpr int chain_tk = 32, chain_tv = 32, chain_depth = 8;
+inline constexpr int chain_threads = (chain_tk / 16) * (chain_tv / 16) * 32;
 static_assert(chain_depth % 2 == 0 && chain_depth >= 4, "chunk_chain_kernel takes its chunks two at a time");
-//! Row length (bf16) of a chain stage's operand tiles: 32 columns + 8 of padding (80-byte rows: the
-//! eight rows of an ldmatrix block fall in distinct banks).
-inline constexpr int chain_ld = chain_tile + 8;
+//! Row lengths (bf16) of a stage's operand tiles: 8 elements of padding (80-byte rows at 32 columns, 144
+//! at 64: the eight rows of an ldmatrix block fall in distinct banks).
+inline constexpr int chain_ldk = chain_tk + 8, chain_ldv = chain_tv + 8;
 //! Dynamic shared memory of chunk_chain_kernel: chain_depth stages of K̃, v (bf16) and e^{γ} (fp32).
-inline constexpr std::size_t chain_smem_bytes = chain_depth * (2 * chunk_len * chain_ld * 2 + chain_tile * sizeof(float));
+inline constexpr std::size_t chain_stage_bytes = chunk_len * (chain_ldk + chain_ldv) * 2 + chain_tk * sizeof(float);
+inline constexpr std::size_t chain_smem_bytes = chain_depth * chain_stage_bytes;
 
 //! Whether chunk_chain_kernel forms U_c and the hand-off (instead of the intra kernel's U_c and
 //! chunk_scan_kernel): the warp-tile path (bf16, gated_key) with K and V multiples of 16 and V within
@@ -1273,8 +1276,8 @@ inline bool chain_applies(const chunk_params<Dev>& p) {
          (p.vbuf != nullptr || p.first_routed >= p.P);
 }
 
-//! The chunk states and their hand-off in one pass, per stream, value head and 32 × 32 tile of the
-//! state (grid (⌈K/32⌉·⌈V/32⌉, HV, S·P), four warps, each a 16 × 16 quarter in mma accumulators):
+//! The chunk states and their hand-off in one pass, per stream, value head and chain_tk × chain_tv tile
+//! of the state (grid (⌈K/32⌉·⌈V/32⌉, HV, S·P), a warp per 16 × 16 block of it in mma accumulators):
 //! over the stream's chunks in order, store H_c (rounded to bf16 → hsbuf), then
 //!   H_{c+1} = diag(e^{γ_c}) H_c + U_c,   U_c = K̃_cᵀ V_c   (SPEC §2.3 step 1)
 //! with U_c formed from zero by the same m16n8k16 products over the chunk's rows in the same order as
@@ -1299,20 +1302,23 @@ inline bool chain_applies(const chunk_params<Dev>& p) {
 template <class D, class Dev, bool Adj = false>
 __global__ void __launch_bounds__(chain_threads) chunk_chain_kernel(const chunk_params<Dev> p) {
   static_assert(decay_key<D> && std::is_same_v<Dev, __nv_bfloat16>, "chunk_chain_kernel: bf16 inputs, per-key decays");
-  static_assert(chunk_len * (chain_tile / 8) == 2 * chain_threads, "chunk_chain_kernel: two 16-byte copies per thread and operand");
   using x3_detail::mma_bf16_16816;
-  constexpr int C = chunk_len, T = chain_tile, LD = chain_ld, DEPTH = chain_depth;
-  constexpr unsigned SB = C * LD * sizeof(Dev);  // bytes of one stage's operand tile
+  constexpr int C = chunk_len, TK = chain_tk, TV = chain_tv, LDK = chain_ldk, LDV = chain_ldv, DEPTH = chain_depth;
+  constexpr int NT = chain_threads;
+  // copies of 16 bytes: PK (PV) per operand row, RK (RV) rows per pass of the block, NK (NV) passes
+  constexpr int PK = TK / 8, PV = TV / 8, RK = NT / PK, RV = NT / PV, NK = C / RK, NV = C / RV;
+  static_assert(NT % PK == 0 && NT % PV == 0 && C % RK == 0 && C % RV == 0 && TK / 4 <= NT, "chunk_chain_kernel: the copies divide");
+  constexpr unsigned SK = C * LDK * sizeof(Dev), SV = C * LDV * sizeof(Dev);  // bytes of one stage's operand tiles
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  // [DEPTH] stages of K̃ (Q̃) rows [C][LD] (the tile's key columns), then of v (dO) rows (its value
-  // columns), then of e^{γ_c} [T] (its key rows)
-  const unsigned sK = static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)), sV = sK + DEPTH * SB, sD = sV + DEPTH * SB;
-  const float* Dsm = reinterpret_cast<const float*>(smem_raw + 2 * DEPTH * SB);
+  // [DEPTH] stages of K̃ (Q̃) rows [C][LDK] (the tile's key columns), then of v (dO) rows [C][LDV] (its
+  // value columns), then of e^{γ_c} [TK] (its key rows)
+  const unsigned sK = static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)), sV = sK + DEPTH * SK, sD = sV + DEPTH * SV;
+  const float* Dsm = reinterpret_cast<const float*>(smem_raw + DEPTH * (SK + SV));
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
   const int part = seg / p.S, s = seg % p.S;
   const int K = p.K, V = p.V, HV = p.HV, KP = chunk_kp(K);
-  const int tv = (V + T - 1) / T;
-  const int k0 = (static_cast<int>(blockIdx.x) / tv) * T, v0 = (static_cast<int>(blockIdx.x) % tv) * T;
+  const int tv = (V + TV - 1) / TV;
+  const int k0 = (static_cast<int>(blockIdx.x) / tv) * TK, v0 = (static_cast<int>(blockIdx.x) % tv) * TV;
   const index_t KV = static_cast<index_t>(K) * V;
   const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
   const int count = static_cast<int>(c1 - c0);
@@ -1320,40 +1326,39 @@ __global__ void __launch_bounds__(chain_threads) chunk_chain_kernel(const chunk_
   const bool routed = part >= p.first_routed;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t2 = (lane & 3) * 2, l8 = lane & 7, mi = lane >> 3;
-  const int ar = (warp >> 1) * 16, vc = (warp & 1) * 16;  // the warp's quarter within the tile
+  const int ar = (warp / (TV / 16)) * 16, vc = (warp % (TV / 16)) * 16;  // the warp's 16 × 16 within the tile
   const int a = k0 + ar, vv = v0 + vc;                    // its first key row and value column
   const bool active = a < K && vv < V;
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * KV;
   const index_t cfirst = Adj ? c1 - 1 : c0;  // the first chunk walked; then one chunk back (Adj) or on per step
   const index_t dir = Adj ? -1 : 1;
 
-  // The copies: this thread's rows r0 and r0 + 32 of each operand, columns col … col + 7 (16 bytes);
-  // zero-filled beyond K, V and (identity partition) the sequence's end. The sources move by one chunk
-  // per copy round (steps in elements, int: a chunk of a value head is far below 2^31 elements); a
-  // predicate that is off points the copy at a valid base and reads nothing.
-  const int r0 = tid >> 2, col = (tid & 3) * 8;
-  const bool okk = k0 + col < K, okc = v0 + col < V;
-  const Dev* kp = p.kbuf + ((cfirst * HV + hv) * C + r0) * KP + k0 + col;
-  const int kstep = static_cast<int>(dir) * HV * C * KP, krow = 32 * KP;
+  // The copies: this thread's rows rk0 + RK·n of K̃ at columns ck … ck + 7 and rv0 + RV·n of v at cv …
+  // cv + 7 (16 bytes each); zero-filled beyond K, V and (identity partition) the sequence's end. The
+  // sources move by one chunk per copy round (steps in elements, int: a chunk of a value head is far
+  // below 2^31 elements); a predicate that is off points the copy at a valid base and reads nothing.
+  const int rk0 = tid / PK, ck = (tid % PK) * 8, rv0 = tid / PV, cv = (tid % PV) * 8;
+  const bool okk = k0 + ck < K, okc = v0 + cv < V;
+  const Dev* kp = p.kbuf + ((cfirst * HV + hv) * C + rk0) * KP + k0 + ck;
+  const int kstep = static_cast<int>(dir) * HV * C * KP, krow = RK * KP;
   const Dev* vp;
-  int vstep, vrow, left = C;  // left: rows of the sequence from this thread's row r0 on (identity partition)
+  int vstep, vrow, left = C;  // left: rows of the sequence from this thread's row rv0 on (identity partition)
   if (routed) {
-    vp = p.vbuf + ((cfirst * HV + hv) * C + r0) * V + v0 + col;
-    vstep = static_cast<int>(dir) * HV * C * V, vrow = 32 * V;
+    vp = p.vbuf + ((cfirst * HV + hv) * C + rv0) * V + v0 + cv;
+    vstep = static_cast<int>(dir) * HV * C * V, vrow = RV * V;
   } else {
     index_t t0, t1;
     sequence_range(p.seq, p.T, s, t0, t1);
-    const index_t tok = t0 + (cfirst - c0) * C + r0;
+    const index_t tok = t0 + (cfirst - c0) * C + rv0;
     left = static_cast<int>(t1 - tok);
-    vp = p.v + (tok * HV + hv) * V + v0 + col;
-    vstep = static_cast<int>(dir) * C * HV * V, vrow = 32 * HV * V;
+    vp = p.v + (tok * HV + hv) * V + v0 + cv;
+    vstep = static_cast<int>(dir) * C * HV * V, vrow = RV * HV * V;
   }
   const int lstep = routed ? 0 : -static_cast<int>(dir) * C;
-  const float* dp = p.gbuf + (cfirst * HV + hv) * K + k0 + 4 * (tid & 7);
-  const bool okd = tid < T / 4 && k0 + 4 * tid < K;
+  const float* dp = p.gbuf + (cfirst * HV + hv) * K + k0 + 4 * (tid % (TK / 4));
+  const bool cd = tid < TK / 4, okd = cd && k0 + 4 * tid < K;
   const int dstep = static_cast<int>(dir) * HV * K;
-  const unsigned cK = sK + (r0 * LD + col) * sizeof(Dev), cV = sV + (r0 * LD + col) * sizeof(Dev), cD = sD + 16 * tid;
-  constexpr unsigned R32 = 32 * LD * sizeof(Dev);
+  const unsigned cK = sK + (rk0 * LDK + ck) * sizeof(Dev), cV = sV + (rv0 * LDV + cv) * sizeof(Dev), cD = sD + 16 * tid;
   auto cp16 = [](unsigned dst, const void* src, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
   };
@@ -1361,12 +1366,14 @@ __global__ void __launch_bounds__(chain_threads) chunk_chain_kernel(const chunk_
   // group (empty past the end)
   auto issue = [&](int j, unsigned st) {
     if (j < count) {
-      const bool ok0 = okc && left > 0, ok1 = okc && left > 32;
-      cp16(cK + st * SB, okk ? kp : p.kbuf, okk);
-      cp16(cK + st * SB + R32, okk ? kp + krow : p.kbuf, okk);
-      cp16(cV + st * SB, ok0 ? vp : p.kbuf, ok0);
-      cp16(cV + st * SB + R32, ok1 ? vp + vrow : p.kbuf, ok1);
-      if (tid < T / 4) cp16(cD + st * (T * 4), okd ? dp : p.gbuf, okd);
+#pragma unroll
+      for (int n = 0; n < NK; ++n) cp16(cK + st * SK + n * RK * LDK * sizeof(Dev), okk ? kp + n * krow : p.kbuf, okk);
+#pragma unroll
+      for (int n = 0; n < NV; ++n) {
+        const bool ok = okc && left > n * RV;
+        cp16(cV + st * SV + n * RV * LDV * sizeof(Dev), ok ? vp + n * vrow : p.kbuf, ok);
+      }
+      if (cd) cp16(cD + st * (TK * 4), okd ? dp : p.gbuf, okd);
       kp += kstep, vp += vstep, dp += dstep, left += lstep;
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -1385,8 +1392,8 @@ __global__ void __launch_bounds__(chain_threads) chunk_chain_kernel(const chunk_
   const float wscale = Adj && !routed ? p.scale : 1.f;
   // ldmatrix.trans row addresses of this lane (stage 0, rows 0 … 15 of the chunk): K̃ᵀ's 16 × 16 block at
   // key rows ar …, V's at value columns vc …; matrix l / 8 is row l % 8 of the 8 × 8 block (+8 rows / +8 columns)
-  const unsigned lK = sK + ((l8 + (mi >> 1) * 8) * LD + ar + (mi & 1) * 8) * sizeof(Dev);
-  const unsigned lV = sV + ((l8 + (mi & 1) * 8) * LD + vc + (mi >> 1) * 8) * sizeof(Dev);
+  const unsigned lK = sK + ((l8 + (mi >> 1) * 8) * LDK + ar + (mi & 1) * 8) * sizeof(Dev);
+  const unsigned lV = sV + ((l8 + (mi & 1) * 8) * LDV + vc + (mi >> 1) * 8) * sizeof(Dev);
   auto ldsm = [](unsigned (&r)[4], unsigned addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -1401,8 +1408,8 @@ __global__ void __launch_bounds__(chain_threads) chunk_chain_kernel(const chunk_
 #pragma unroll
     for (int kk = 0; kk < C; kk += 16) {
       unsigned af[4], bf[4];
-      ldsm(af, lK + st * SB + kk * LD * sizeof(Dev));
-      ldsm(bf, lV + st * SB + kk * LD * sizeof(Dev));
+      ldsm(af, lK + st * SK + kk * LDK * sizeof(Dev));
+      ldsm(bf, lV + st * SV + kk * LDV * sizeof(Dev));
       const unsigned b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
       mma_bf16_16816(u[0], af, b0);
       mma_bf16_16816(u[1], af, b1);
@@ -1417,7 +1424,7 @@ __global__ void __launch_bounds__(chain_threads) chunk_chain_kernel(const chunk_
         *reinterpret_cast<__nv_bfloat162*>(hp + r * 8 * V + 8 * n) =
             __halves2bfloat162(to_op<__nv_bfloat16>(h[n][2 * r]), to_op<__nv_bfloat16>(h[n][2 * r + 1]));
     hp += hstep;
-    const float d0 = Dsm[st * T + ar + g], d1 = Dsm[st * T + ar + g + 8];
+    const float d0 = Dsm[st * TK + ar + g], d1 = Dsm[st * TK + ar + g + 8];
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
       if (Adj && !routed) {
@@ -1629,7 +1636,7 @@ void launch_chain(const chunk_params<Dev>& p, cudaStream_t stream, const char* a
     return true;
   }();
   (void)once;
-  const unsigned tiles = static_cast<unsigned>(((p.K + chain_tile - 1) / chain_tile) * ((p.V + chain_tile - 1) / chain_tile));
+  const unsigned tiles = static_cast<unsigned>(((p.K + chain_tk - 1) / chain_tk) * ((p.V + chain_tv - 1) / chain_tv));
   chunk_chain_kernel<D, Dev, Adj><<<dim3(tiles, static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P)), chain_threads,
                                     chain_smem_bytes, stream>>>(p);
   check_launch(Adj ? "chunk_chain_kernel (adjoint)" : "chunk_chain_kernel", api);
