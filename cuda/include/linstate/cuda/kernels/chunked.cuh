@@ -1587,6 +1587,17 @@ __global__ void __launch_bounds__(output_threads) chunk_output_kernel(const chun
     }
     return;
   }
+  if (p.R > 1 && j0 + TV <= V && V % 4 == 0 && aligned16(p.o_part)) {  // the read slot's fp32 row, 16 bytes per store
+    for (int e = tid; e < chunk_len * (TV / 4); e += nt) {
+      const int i = e / (TV / 4), jj = (e % (TV / 4)) * 4;
+      const chunk_record& r = recs[i];
+      if (!r.rd) continue;
+      const float* f = Of + i * L.ldf + jj;
+      *reinterpret_cast<float4*>(p.o_part + (r.hv * p.R + r.slot) * V + j0 + jj) =
+          make_float4(f[0] * r.r, f[1] * r.r, f[2] * r.r, f[3] * r.r);
+    }
+    return;
+  }
   for (int e = tid; e < chunk_len * TV; e += nt) {
     const int i = e / TV, jj = e % TV, j = j0 + jj;
     const chunk_record& r = recs[i];

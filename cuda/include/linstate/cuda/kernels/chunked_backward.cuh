@@ -342,6 +342,16 @@ __global__ void __launch_bounds__(bwd_threads) chunk_bwd_dv_kernel(const chunk_b
   // Of[j][v] = Σ_a K̃_j[a] D_c[a][v] + Σ_t A_tj (r dO)_t[v]   (Aᵀ: A read col-major)
   tile_mma2x<row_major_t, row_major_t, col_major_t, row_major_t>(Of, ldf, Ks, ldk, Ds, ldd, KP, As, lda, Os, ldd, C, C, TV);
   __syncthreads();
+  if (!p.dv_out && j0 + TV <= V && V % 4 == 0 && aligned16(p.dv)) {  // the write slot's fp32 row, 16 bytes per store
+    for (int e = tid; e < C * (TV / 4); e += nt) {
+      const int j = e / (TV / 4), jj = (e % (TV / 4)) * 4;
+      const chunk_record& r = recs[j];
+      if (!r.wr) continue;
+      const float* f = Of + j * ldf + jj;
+      *reinterpret_cast<float4*>(p.dv + (r.hv * p.Rw + write_slot(p, r, at)) * V + j0 + jj) = make_float4(f[0], f[1], f[2], f[3]);
+    }
+    return;
+  }
   for (int e = tid; e < C * TV; e += nt) {
     const int j = e / TV, jj = e % TV;
     const chunk_record& r = recs[j];
