@@ -79,6 +79,15 @@ linstate::device_buffer<T> upload(const tensor<T>& h) {
   return d;
 }
 
+//! A copy of the device tensor t starting one element past a 16-byte aligned address (held by buf): the
+//! kernels that need 16-byte aligned rows then take their other path, on the same values.
+template <class T>
+linstate::tensor_view<const T> misaligned_copy(const linstate::tensor_view<const T>& t, linstate::device_buffer<T>& buf) {
+  buf = linstate::device_buffer<T>(static_cast<std::size_t>(t.numel() + 8));
+  cuda_ok(cudaMemcpy(buf.data() + 1, t.data, static_cast<std::size_t>(t.numel()) * sizeof(T), cudaMemcpyDeviceToDevice));
+  return linstate::tensor_view<const T>(buf.data() + 1, t.shape);
+}
+
 //! The inputs of `data` in element type Scalar (rounded from fp32 for bf16/fp16; fp32 state).
 //! Bit-for-bit equality of two tensors of the same type (memcmp).
 template <class T>

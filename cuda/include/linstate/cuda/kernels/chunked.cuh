@@ -488,10 +488,15 @@ __global__ void __launch_bounds__(chunk_threads) chunk_state_kernel(const chunk_
 
 // --- 2. chunk_scan_kernel ------------------------------------------------------------------------
 
+//! cp.async of 16 bytes from global memory to the shared-memory address `dst`; `ok` false writes zeros
+//! and reads nothing.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+
 //! cp.async of 16 (4) bytes from global to shared memory; `ok` false writes zeros and reads nothing.
 __device__ __forceinline__ void ring_copy16(float* s, const float* g, bool ok) {
-  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(s));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(ok ? 16 : 0) : "memory");
+  cp_async16(static_cast<unsigned>(__cvta_generic_to_shared(s)), g, ok);
 }
 __device__ __forceinline__ void ring_copy4(float* s, const float* g, bool ok) {
   const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(s));
@@ -838,10 +843,13 @@ __device__ __forceinline__ void warp_intra_tile(int task, const __nv_bfloat16* Q
 
 //! ldmatrix.x4.trans: four 8 × 8 bf16 blocks of shared memory, transposed into mma fragments; lane l
 //! gives the address of row l % 8 of block l / 8 (16-byte aligned rows).
-__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* s) {
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], unsigned addr) {  // addr: a shared-memory address
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(s))));
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* s) {
+  ldsm_x4_trans(r, static_cast<unsigned>(__cvta_generic_to_shared(s)));
 }
 
 //! ldmatrix.x4: four 8 × 8 bf16 blocks of shared memory into mma fragments, untransposed; lane l gives
@@ -1359,21 +1367,18 @@ __global__ void __launch_bounds__(chain_threads) chunk_chain_kernel(const chunk_
   const bool cd = tid < TK / 4, okd = cd && k0 + 4 * tid < K;
   const int dstep = static_cast<int>(dir) * HV * K;
   const unsigned cK = sK + (rk0 * LDK + ck) * sizeof(Dev), cV = sV + (rv0 * LDV + cv) * sizeof(Dev), cD = sD + 16 * tid;
-  auto cp16 = [](unsigned dst, const void* src, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
-  };
   // the copies of walk index j into stage st (a constant where the loops below are unrolled), one commit
   // group (empty past the end)
   auto issue = [&](int j, unsigned st) {
     if (j < count) {
 #pragma unroll
-      for (int n = 0; n < NK; ++n) cp16(cK + st * SK + n * RK * LDK * sizeof(Dev), okk ? kp + n * krow : p.kbuf, okk);
+      for (int n = 0; n < NK; ++n) cp_async16(cK + st * SK + n * RK * LDK * sizeof(Dev), okk ? kp + n * krow : p.kbuf, okk);
 #pragma unroll
       for (int n = 0; n < NV; ++n) {
         const bool ok = okc && left > n * RV;
-        cp16(cV + st * SV + n * RV * LDV * sizeof(Dev), ok ? vp + n * vrow : p.kbuf, ok);
+        cp_async16(cV + st * SV + n * RV * LDV * sizeof(Dev), ok ? vp + n * vrow : p.kbuf, ok);
       }
-      if (cd) cp16(cD + st * (TK * 4), okd ? dp : p.gbuf, okd);
+      if (cd) cp_async16(cD + st * (TK * 4), okd ? dp : p.gbuf, okd);
       kp += kstep, vp += vstep, dp += dstep, left += lstep;
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -1389,16 +1394,12 @@ __global__ void __launch_bounds__(chain_threads) chunk_chain_kernel(const chunk_
   __nv_bfloat16* hp = p.hsbuf + (cfirst * HV + hv) * KV + hoff;
   const int hstep = static_cast<int>(dir * HV * KV);
   // Adj, identity partition: W_c = scale · Σ_t Q̃_t dO_tᵀ, the scale applied to the fp32 product
-  const float wscale = Adj && !routed ? p.scale : 1.f;
+  const bool scaled = Adj && !routed;
+  const float wscale = p.scale;
   // ldmatrix.trans row addresses of this lane (stage 0, rows 0 … 15 of the chunk): K̃ᵀ's 16 × 16 block at
   // key rows ar …, V's at value columns vc …; matrix l / 8 is row l % 8 of the 8 × 8 block (+8 rows / +8 columns)
   const unsigned lK = sK + ((l8 + (mi >> 1) * 8) * LDK + ar + (mi & 1) * 8) * sizeof(Dev);
   const unsigned lV = sV + ((l8 + (mi & 1) * 8) * LDV + vc + (mi >> 1) * 8) * sizeof(Dev);
-  auto ldsm = [](unsigned (&r)[4], unsigned addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-  };
   // U (W) of the chunk in stage st: from zero, the chunk's rows in steps of 16 (the intra kernel's order)
   auto product = [&](unsigned st, float (&u)[2][4]) {
 #pragma unroll
@@ -1408,8 +1409,8 @@ __global__ void __launch_bounds__(chain_threads) chunk_chain_kernel(const chunk_
 #pragma unroll
     for (int kk = 0; kk < C; kk += 16) {
       unsigned af[4], bf[4];
-      ldsm(af, lK + st * SK + kk * LDK * sizeof(Dev));
-      ldsm(bf, lV + st * SV + kk * LDV * sizeof(Dev));
+      ldsm_x4_trans(af, lK + st * SK + kk * LDK * sizeof(Dev));
+      ldsm_x4_trans(bf, lV + st * SV + kk * LDV * sizeof(Dev));
       const unsigned b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
       mma_bf16_16816(u[0], af, b0);
       mma_bf16_16816(u[1], af, b1);
@@ -1426,15 +1427,9 @@ __global__ void __launch_bounds__(chain_threads) chunk_chain_kernel(const chunk_
     hp += hstep;
     const float d0 = Dsm[st * TK + ar + g], d1 = Dsm[st * TK + ar + g + 8];
 #pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      if (Adj && !routed) {
-        h[n][0] = fmaf(d0, h[n][0], wscale * u[n][0]), h[n][1] = fmaf(d0, h[n][1], wscale * u[n][1]);
-        h[n][2] = fmaf(d1, h[n][2], wscale * u[n][2]), h[n][3] = fmaf(d1, h[n][3], wscale * u[n][3]);
-      } else {
-        h[n][0] = fmaf(d0, h[n][0], u[n][0]), h[n][1] = fmaf(d0, h[n][1], u[n][1]);
-        h[n][2] = fmaf(d1, h[n][2], u[n][2]), h[n][3] = fmaf(d1, h[n][3], u[n][3]);
-      }
-    }
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) h[n][e] = fmaf(e < 2 ? d0 : d1, h[n][e], scaled ? wscale * u[n][e] : u[n][e]);
   };
 
 #pragma unroll
