@@ -859,17 +859,21 @@ TEST_CASE("chunked backward: gated delta rule in the WY form, every gradient aga
   const std::vector<std::int64_t> cu{0, 70, 70, 71, 200, 330};
   check_chunked_exact<sse_gdn>(make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 219, true, cu), 79);
   SUBCASE("bf16 and fp16 inputs") {
+    // bf16 with V = 40 (not a multiple of 16): the exact kernels, whose dh0 is fp32-exact; bf16 shapes
+    // the tensor-core passes take are check_delta_tc_backward's (their dh0 at the ratio tolerance)
     const sizes d{.B = 1, .T = 200, .H = 2, .HV = 2, .K = 64, .V = 64};
-    const auto [rb, gb] = both<sse_gdn, Eigen::bfloat16, linstate::chunked<64>>(make<sse_gdn>(d, 220), 80);
+    const auto [rb, gb] = both<sse_gdn, Eigen::bfloat16, linstate::chunked<64>>(make<sse_gdn>({.B = 1, .T = 200, .H = 2, .HV = 2, .K = 64, .V = 40}, 220), 80);
     check_grads(rb, gb);
     const auto [rh, gh] = both<sse_gdn, Eigen::half, linstate::chunked<64>>(make<sse_gdn>(d, 221), 81);
     check_grads(rh, gh);
   }
 }
 
-//! bf16 inputs on the delta-rule backward's tensor-core products (split-bf16, kernels/tile_mma.cuh
-//! tile_mma_x3): every gradient against the CPU's fp32 pass on the same bf16 inputs at fla's ratio
-//! 0.005 (SPEC §9.3), dh0 (fp32) also at 1e-5·max|ref| as the exact path; the ratios are printed.
+//! bf16 inputs on the delta-rule backward's tensor-core products (the prep's and gradient kernel's in
+//! split-bf16 form, kernels/tile_mma.cuh tile_mma_x3; the two sequential passes on plain bf16 operands):
+//! every gradient against the CPU's fp32 pass on the same bf16 inputs at fla's ratio 0.005 (SPEC §9.3),
+//! dh0 (fp32, but formed by the reverse scan's bf16 products) also by its largest error, ≤ 0.005·max|ref|
+//! (1e-5 while the scan was split-bf16, before session 21); the ratios are printed.
 template <class Spec, class Strategy = linstate::varlen>
 void check_delta_tc_backward(const std::string& what, const random_inputs& data, std::uint64_t seed, bool with_dht = true,
                              bool with_h0 = true) {
@@ -892,7 +896,7 @@ void check_delta_tc_backward(const std::string& what, const random_inputs& data,
     line += "; dh0 max err " + std::to_string(e);
     CAPTURE(what);
     CAPTURE(e);
-    CHECK(e <= fp32_tol);
+    CHECK(e <= ratio_tol);
   }
   MESSAGE(line);
 }

@@ -41,8 +41,8 @@
 // split-bf16 form of tile_mma.cuh (tile_mma_x3: three bf16 products per fp32 product, each term within
 // about 1e-5 of fp32), where M, N and the inner size are multiples of 16. For bf16 inputs the forward
 // runs on tensor cores in plain bf16 instead (chunked_delta_tc.cuh); the backward runs here except
-// its two sequential passes (kernels 2 and 4), which for bf16 run on tensor cores in split-bf16 form
-// there (delta_tc_hstate_kernel, delta_tc_rscan_kernel).
+// its two sequential passes (kernels 2 and 4), which for bf16 run on tensor cores there
+// (delta_tc_hstate_kernel, delta_tc_rscan_kernel; plain bf16 operands since session 21, split-bf16 before).
 // Measured before the split-bf16 products (H200, bf16, B = 1, H = 8, K = V = 128, T = 32768; ncu): the
 // backward's recomputation prep 3.79 ms + state 4.43 ms, reverse scan 8.40 ms, gradient kernel 15.65 ms;
 // bench_cuda forward + backward 35.0 ms; the figures since: docs/benchmarks.md, "Issue 11, session 7"

@@ -2,9 +2,10 @@
 // for bf16 inputs (issue 11, item 2): the WY form of chunked_delta.cuh (SPEC §3.2, same notation),
 // every product on WMMA 16×16×16 bf16 fragments with fp32 accumulators; fp32 (and fp16) inputs keep
 // the exact fp32 kernels of chunked_delta.cuh. The backward of bf16 inputs recomputes the forward's
-// per-chunk quantities with chunked_delta.cuh's delta_prep_kernel and runs its two sequential passes
-// here, in split-bf16 form (near-fp32, not plain bf16): delta_tc_hstate_kernel (the states entering
-// each chunk) and delta_tc_rscan_kernel (the reverse scan), below the forward's kernels. The two read
+// per-chunk quantities with chunked_delta.cuh's delta_prep_kernel (split-bf16, near-fp32) and runs its
+// two sequential passes here on plain bf16 operands with fp32 accumulators (since session 21; split-bf16
+// before): delta_tc_hstate_kernel (the states entering each chunk) and delta_tc_rscan_kernel (the reverse
+// scan), below the forward's kernels. The two read
 // only the prep's buffers, so where both grids fit on the GPU at once they run side by side on two
 // streams (detail/side_stream.cuh; GDN at B = 1, H = 8: forward + backward 12.0 → 9.7 ms at T = 32768).
 //
@@ -720,16 +721,18 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delt
 
 // --- 4. delta_tc_rscan_kernel (backward) ---------------------------------------------------------------
 //
-// The backward's reverse scan (chunked_delta.cuh's kernel 4) for bf16 inputs on tensor cores, in the
-// split-bf16 form of tile_mma.cuh (x3_detail): per chunk, walking the stream backwards with
-// D = ∂L/∂S' of the chunk,
+// The backward's reverse scan (chunked_delta.cuh's kernel 4) for bf16 inputs on tensor cores: per
+// chunk, walking the stream backwards with D = ∂L/∂S' of the chunk,
 //   dVn = Aᵀ dO + Kd D,             Kd = diag(d) k,  d_i = e^{G_C − G_i}/‖k_i‖ (1 without l2norm)
 //   D  ← e^{G_C} D + Qgᵀ dO − Wᵀ dVn, Qg = diag(s) q,  s_i = r_i e^{G_i}/‖q_i‖
 // with the raw bf16 rows of q and k as exact operands (the row scales go to the other side: d onto
 // the product's rows, s onto dO's rows), A, W (fp32, from the recomputation) and D, diag(s) dO, dVn
-// split into hi + lo bf16 pairs: two products where one side is a raw input (A_lo·dO + A_hi·dO,
-// k·D_lo + k·D_hi, q·(s dO)_lo + q·(s dO)_hi), three for Wᵀ dVn; fp32 accumulators, each product term
-// within about 1e-5 of fp32 (as the gradient kernel's split-bf16 products). The division is
+// rounded to bf16 as operands (one mma.sync m16n8k16 per product step), fp32 accumulators. Until
+// session 21 these operands were split into hi + lo bf16 pairs (two or three products per step, each
+// product term within about 1e-5 of fp32); the GPU tests' ratios against the exact path went from
+// ~1e-4 to ≤ 0.003 (every gradient; fla's bar and the tests' is 0.005), while the gradient kernel's and
+// the prep's products stay split (plain bf16 there gave dg 0.0072: docs/benchmarks.md, "Issue 11,
+// session 21"), and each chunk step lost two thirds of its products. The division is
 // delta_tc_state_kernel's: one block per (16-column V tile, value head, stream), of 8 warps (16 with
 // delta_tc_bscan_warps; 4 before session 13: the per-chunk step is latency-bound, and more warps
 // shorten each warp's chain of products), D held in mma accumulator fragments for the whole stream
@@ -740,25 +743,31 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delt
 // (∂L/∂h0).
 
 namespace dtc_detail {
-inline constexpr int lc16 = chunk_len + 8;  //!< bf16 [16][C] pitch (the transposed split operands)
+inline constexpr int lc16 = chunk_len + 8;  //!< bf16 [16][C] pitch (the transposed operands)
 
 //! Two bf16 → one 32-bit mma operand register (the first in the low half).
 __device__ __forceinline__ unsigned pack2(dtc_bf16 x0, dtc_bf16 x1) {
   return static_cast<unsigned>(__bfloat16_as_ushort(x0)) | (static_cast<unsigned>(__bfloat16_as_ushort(x1)) << 16);
 }
 __device__ __forceinline__ unsigned ld32(const dtc_bf16* x) { return *reinterpret_cast<const unsigned*>(x); }
-//! x → hi = bf16(x), lo = bf16(x − hi) at dst_hi[at], dst_lo[at].
-__device__ __forceinline__ void split_store(float x, dtc_bf16* dst_hi, dtc_bf16* dst_lo, int at) {
-  const dtc_bf16 hi = __float2bfloat16_rn(x);
-  dst_hi[at] = hi, dst_lo[at] = __float2bfloat16_rn(x - __bfloat162float(hi));
-}
+//! x → bf16(x) (round to nearest even) at dst[at].
+__device__ __forceinline__ void store_bf16(float x, dtc_bf16* dst, int at) { dst[at] = __float2bfloat16_rn(x); }
+//! A thread's share of a block-wide copy of rows of `per_row` 16-byte pieces: piece `col` of rows
+//! row0, row0 + rows, …; the threads past rows · per_row copy nothing (row0 = ∞), so no piece is
+//! copied twice. Formed once per kernel; the copies of each chunk then only step a row pointer.
+struct copy_map {
+  int col, row0, rows;
+  __device__ copy_map(int per_row, int tid, int nt) : col(tid % per_row), row0(tid / per_row), rows(nt / per_row) {
+    if (row0 >= rows) row0 = 1 << 30;
+  }
+};
 }  // namespace dtc_detail
 
 struct delta_tc_rscan_smem {
   // one chunk's buffer (two of them): W, A, raw k and q rows, the dO tile, G, 1/‖k‖, 1/‖q‖, the records
   std::size_t Ws, As, Kr, Qr, dO, G, ki, qi, recs, per;
-  // single: D split (transposed), diag(s) dO split (transposed), −dVn split (transposed), d
-  std::size_t Dh, Dl, Sh, Sl, Nh, Nl, dv, bytes;
+  // single: D, diag(s) dO and −dVn in bf16 (transposed), d
+  std::size_t Dh, Sh, Nh, dv, bytes;
   __host__ __device__ explicit delta_tc_rscan_smem(int K) {
     using namespace dtc_detail;
     const std::size_t C = chunk_len;
@@ -774,7 +783,7 @@ struct delta_tc_rscan_smem {
     per = recs + up128(C * sizeof(chunk_record));
     const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * ldb16(K) * sizeof(dtc_bf16));
     const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
-    Dh = 2 * per, Dl = Dh + tk, Sh = Dl + tk, Sl = Sh + tc, Nh = Sl + tc, Nl = Nh + tc, dv = Nl + tc;
+    Dh = 2 * per, Sh = Dh + tk, Nh = Sh + tc, dv = Nh + tc;
     bytes = dv + up128(C * sizeof(float));
   }
 };
@@ -792,12 +801,11 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   using namespace delta_detail;
   using namespace dtc_detail;
   using x3_detail::mma_bf16_16816;
-  using x3_detail::split2;
   constexpr int C = chunk_len, TS = dtc_scan_tile;
   constexpr int HH = 16 / NW;             // 8-column halves per warp in the D update (2 or 1)
   constexpr int NQ = NW * 32 / C, CQ = TS / NQ;  // dO rows: NQ threads per record, CQ columns each
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lw = ldk(K), lb = ldb16(K), k4 = K / 4, k8 = K / 8, nkt = K / 16;
+  const int K = p.K, V = p.V, HV = p.HV, lw = ldk(K), lb = ldb16(K), k8 = K / 8, nkt = K / 16;
   const delta_tc_rscan_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
@@ -810,18 +818,18 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
   auto at_buf = [&](int b, std::size_t off) { return smem_raw + static_cast<std::size_t>(b) * L.per + off; };
   auto recs_of = [&](int b) { return reinterpret_cast<chunk_record*>(at_buf(b, L.recs)); };
-  auto* Dh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Dh);  // [16][lb]  D (hi), transposed
-  auto* Dl = reinterpret_cast<dtc_bf16*>(smem_raw + L.Dl);  // [16][lb]  D (lo)
-  auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lc16] diag(s) dO (hi), transposed
-  auto* Sl = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sl);
-  auto* Nh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Nh);  // [16][lc16] −dVn (hi), transposed
-  auto* Nl = reinterpret_cast<dtc_bf16*>(smem_raw + L.Nl);
+  auto* Dh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Dh);  // [16][lb]  D (bf16), transposed
+  auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lc16] diag(s) dO (bf16), transposed
+  auto* Nh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Nh);  // [16][lc16] −dVn (bf16), transposed
   float* dvec = reinterpret_cast<float*>(smem_raw + L.dv);  // [C] d
   chunk_where at{};
   device_source<Dev> src{};
   if (c0 < c1) at = locate_chunk(p, c0), src = at.is_shared ? p.shr : p.main;  // one stream: the same for every chunk
   // chunk c's tiles into buffer b (its records there already), one commit group; rows a record does
-  // not read / write are zeros (plain stores, visible after the barrier that follows the wait)
+  // not read / write are zeros (plain stores, visible after the barrier that follows the wait). Each
+  // thread copies the same columns of the same rows every chunk (copy_map, formed once: no division
+  // or row arithmetic per chunk, which before session 21 were a third of the kernel's instructions).
+  const copy_map mw(K / 4, tid, nt), ma(C / 4, tid, nt), mk(k8, tid, nt), mo(TS / 8, tid, nt);
   auto issue = [&](index_t c, int b) {
     const at_chunk o(c, hv, HV, K, V);
     const chunk_record* rc = recs_of(b);
@@ -831,25 +839,27 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
     auto* Qr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Qr));
     auto* dO = reinterpret_cast<dtc_bf16*>(at_buf(b, L.dO));
     const uint4 z{0u, 0u, 0u, 0u};
-    for (int e = tid; e < C * k4; e += nt) {
-      const int i = e / k4, a = (e % k4) * 4;
-      cp_async16(Ws + i * lw + a, p.W + o.ck + i * K + a);
+    {
+      const float* from = p.W + o.ck + 4 * mw.col;
+      float* to = Ws + 4 * mw.col;
+      for (int i = mw.row0; i < C; i += mw.rows) cp_async16(to + i * lw, from + i * K);
     }
-    for (int e = tid; e < C * (C / 4); e += nt) {
-      const int i = e / (C / 4), j = (e % (C / 4)) * 4;
-      cp_async16(As + i * ldf + j, p.A + o.cc + i * C + j);
+    {
+      const float* from = p.A + o.cc + 4 * ma.col;
+      float* to = As + 4 * ma.col;
+      for (int i = ma.row0; i < C; i += ma.rows) cp_async16(to + i * ldf, from + i * C);
     }
-    for (int e = tid; e < C * k8; e += nt) {
-      const int i = e / k8, a = (e % k8) * 8;
+    for (int i = mk.row0; i < C; i += mk.rows) {
       const chunk_record& r = rc[i];
+      const int a = 8 * mk.col;
       if (r.wr) cp_async16(Kr + i * lb + a, src.k + r.qk + a);
       else *reinterpret_cast<uint4*>(Kr + i * lb + a) = z;
       if (r.rd) cp_async16(Qr + i * lb + a, src.q + r.qk + a);
       else *reinterpret_cast<uint4*>(Qr + i * lb + a) = z;
     }
-    for (int e = tid; e < C * (TS / 8); e += nt) {
-      const int i = e / (TS / 8), jj = (e % (TS / 8)) * 8;
+    for (int i = mo.row0; i < C; i += mo.rows) {
       const chunk_record& r = rc[i];
+      const int jj = 8 * mo.col;
       if (r.rd) cp_async16(dO + i * ls16 + jj, p.dO + r.hv * V + j0 + jj);
       else *reinterpret_cast<uint4*>(dO + i * ls16 + jj) = z;
     }
@@ -881,7 +891,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
     __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
     if (c > c0) load_records(p, c - 1, at, h, hv, recs_of(b ^ 1));
     const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
-    // D of this chunk: to dbuf, and split into Dh / Dl (transposed) for Kd D
+    // D of this chunk: to dbuf, and in bf16 into Dh (transposed) for Kd D
     if (ownD) {
 #pragma unroll
       for (int x = 0; x < HH; ++x)
@@ -890,12 +900,12 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
           const int a = 16 * tD + g + 8 * e2, j = 8 * (hD + x) + t2;
           const float x0 = Dr[x][2 * e2], x1 = Dr[x][2 * e2 + 1];
           *reinterpret_cast<float2*>(p.dbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
-          split_store(x0, Dh, Dl, j * lb + a);
-          split_store(x1, Dh, Dl, (j + 1) * lb + a);
+          store_bf16(x0, Dh, j * lb + a);
+          store_bf16(x1, Dh, (j + 1) * lb + a);
         }
     }
     {  // per record i (NQ threads, CQ columns each): d_i, s_i; the dO row to dO32 (fp32) and diag(s) dO
-       // split into Sh / Sl (transposed)
+       // in bf16 into Sh (transposed)
       const int i = tid % C, q0 = (tid / C) * CQ;
       const chunk_record& r = recs_of(b)[i];
       const float* ki = reinterpret_cast<const float*>(at_buf(b, L.ki));
@@ -910,9 +920,9 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
       if constexpr (CQ == 4) *reinterpret_cast<float4*>(d32) = make_float4(x[0], x[1], x[2], x[3]);
       else *reinterpret_cast<float2*>(d32) = make_float2(x[0], x[1]);
 #pragma unroll
-      for (int jj = 0; jj < CQ; ++jj) split_store(si * x[jj], Sh, Sl, (q0 + jj) * lc16 + i);
+      for (int jj = 0; jj < CQ; ++jj) store_bf16(si * x[jj], Sh, (q0 + jj) * lc16 + i);
     }
-    __syncthreads();  // (B) Dh, Dl, Sh, Sl, d ready; the records of chunk c − 1 loaded
+    __syncthreads();  // (B) Dh, Sh, d ready; the records of chunk c − 1 loaded
     if (c > c0) issue(c - 1, b ^ 1);
     if (warp < 8) {  // dVn = Aᵀ dO + diag(d) (k D): rows 16(w % 4) … + 15, half w / 4
       const auto* As = reinterpret_cast<const float*>(at_buf(b, L.As));
@@ -922,15 +932,14 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
       float a1[4] = {0.f, 0.f, 0.f, 0.f}, a2[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int k0 = 0; k0 < C; k0 += 16) {  // Aᵀ(i, t) = A[t][i]
-        unsigned ah[4], al[4];
+        unsigned ah[4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) {  // rows i0 + g (+ 8 for odd r), columns k0 + t2 (+ 8 for r ≥ 2)
           const int i = i0 + g + 8 * (r & 1), t = k0 + t2 + 8 * (r >> 1);
-          split2(As[t * ldf + i], As[(t + 1) * ldf + i], ah[r], al[r]);
+          ah[r] = bf2(As[t * ldf + i], As[(t + 1) * ldf + i]);
         }
         const int j = 8 * hh + g, t = k0 + t2;
         const unsigned bo[2] = {pack2(dO[t * ls16 + j], dO[(t + 1) * ls16 + j]), pack2(dO[(t + 8) * ls16 + j], dO[(t + 9) * ls16 + j])};
-        mma_bf16_16816(a1, al, bo);
         mma_bf16_16816(a1, ah, bo);
       }
       for (int k0 = 0; k0 < K; k0 += 16) {  // k D
@@ -939,8 +948,6 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
         for (int r = 0; r < 4; ++r) ka[r] = ld32(Kr + (i0 + g + 8 * (r & 1)) * lb + k0 + t2 + 8 * (r >> 1));
         const int j = 8 * hh + g;
         const unsigned bh[2] = {ld32(Dh + j * lb + k0 + t2), ld32(Dh + j * lb + k0 + t2 + 8)};
-        const unsigned bl[2] = {ld32(Dl + j * lb + k0 + t2), ld32(Dl + j * lb + k0 + t2 + 8)};
-        mma_bf16_16816(a2, ka, bl);
         mma_bf16_16816(a2, ka, bh);
       }
 #pragma unroll
@@ -949,11 +956,11 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
         const float di = dvec[i];
         const float x0 = fmaf(di, a2[2 * e2], a1[2 * e2]), x1 = fmaf(di, a2[2 * e2 + 1], a1[2 * e2 + 1]);
         *reinterpret_cast<float2*>(p.dVn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
-        split_store(-x0, Nh, Nl, j * lc16 + i);
-        split_store(-x1, Nh, Nl, (j + 1) * lc16 + i);
+        store_bf16(-x0, Nh, j * lc16 + i);
+        store_bf16(-x1, Nh, (j + 1) * lc16 + i);
       }
     }
-    __syncthreads();  // (C) −dVn split complete
+    __syncthreads();  // (C) −dVn complete
     if (ownD) {  // D ← e^{G_C} D + qᵀ (diag(s) dO) − Wᵀ dVn on the warp's tile
       const float eg = __expf(Gc[C - 1]);
       const auto* Ws = reinterpret_cast<const float*>(at_buf(b, L.Ws));
@@ -965,24 +972,21 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
         for (int e = 0; e < 4; ++e) Dr[x][e] *= eg;
 #pragma unroll
       for (int k0 = 0; k0 < C; k0 += 16) {
-        unsigned qa[4], wh[4], wl[4];
+        unsigned qa[4], wh[4];
+        // qᵀ(a, i) = q[i][a] by ldmatrix.trans (as kᵀ in delta_tc_hstate_kernel); Wᵀ(a, i) = W[i][a]:
+        // rows a0 + g (+ 8), columns k0 + t2 (+ 8), rounded from fp32
+        ldsm_x4_trans(qa, Qr + (k0 + (lane & 7) + 8 * (lane >> 4)) * lb + a0 + 8 * ((lane >> 3) & 1));
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {  // qᵀ(a, i) = q[i][a], Wᵀ(a, i) = W[i][a]: rows a0 + g (+ 8), columns k0 + t2 (+ 8)
+        for (int r = 0; r < 4; ++r) {
           const int a = a0 + g + 8 * (r & 1), i = k0 + t2 + 8 * (r >> 1);
-          qa[r] = pack2(Qr[i * lb + a], Qr[(i + 1) * lb + a]);
-          split2(Ws[i * lw + a], Ws[(i + 1) * lw + a], wh[r], wl[r]);
+          wh[r] = bf2(Ws[i * lw + a], Ws[(i + 1) * lw + a]);
         }
 #pragma unroll
         for (int x = 0; x < HH; ++x) {
           const int j = 8 * (hD + x) + g, i = k0 + t2;
           const unsigned sh[2] = {ld32(Sh + j * lc16 + i), ld32(Sh + j * lc16 + i + 8)};
-          const unsigned sl[2] = {ld32(Sl + j * lc16 + i), ld32(Sl + j * lc16 + i + 8)};
           const unsigned nh[2] = {ld32(Nh + j * lc16 + i), ld32(Nh + j * lc16 + i + 8)};
-          const unsigned nl[2] = {ld32(Nl + j * lc16 + i), ld32(Nl + j * lc16 + i + 8)};
-          mma_bf16_16816(Dr[x], qa, sl);
           mma_bf16_16816(Dr[x], qa, sh);
-          mma_bf16_16816(Dr[x], wl, nh);
-          mma_bf16_16816(Dr[x], wh, nl);
           mma_bf16_16816(Dr[x], wh, nh);
         }
       }
@@ -1001,11 +1005,11 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
 
 // --- 2b. delta_tc_hstate_kernel (the backward's recomputation of the states) ----------------------------
 //
-// delta_state_kernel's pass for the backward of bf16 inputs on tensor cores, split-bf16 as the
-// reverse scan below: per chunk, with S [K, 16-column tile] entering it,
+// delta_state_kernel's pass for the backward of bf16 inputs on tensor cores, plain bf16 operands as
+// the reverse scan above: per chunk, with S [K, 16-column tile] entering it,
 //   Vn = U − W S,   S ← e^{G_C} S + kᵀ (diag(d) Vn),   d_i = e^{G_C − G_i}/‖k_i‖ (1 without l2norm)
-// W and U (fp32) from delta_prep_kernel, the raw bf16 rows of k as the exact operand, S and diag(d) Vn
-// split into hi + lo bf16 pairs (three products for W S, two for kᵀ(d Vn)), fp32 accumulators; S held
+// W and U (fp32) from delta_prep_kernel, the raw bf16 rows of k as the exact operand, W, S and diag(d) Vn
+// rounded to bf16 as operands (split into hi + lo pairs before session 21), fp32 accumulators; S held
 // in accumulator fragments for the whole stream (the reverse scan's warp map: 8 or 16 warps), the next
 // chunk's W, U tile, k rows, G and 1/‖k‖ copied by cp.async (double buffered). Writes what the exact
 // kernel writes for the backward: S entering each chunk (hbuf, fp32) and Vn (fp32); the final state
@@ -1013,7 +1017,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
 
 struct delta_tc_hstate_smem {
   std::size_t Ws, Ub, Kr, G, ki, recs, per;  // one chunk's buffer (two of them)
-  std::size_t Sh, Sl, Yh, Yl, dv, bytes;     // single: −S split (transposed), diag(d) Vn split (transposed), d
+  std::size_t Sh, Yh, dv, bytes;             // single: −S and diag(d) Vn in bf16 (transposed), d
   __host__ __device__ explicit delta_tc_hstate_smem(int K) {
     using namespace dtc_detail;
     const std::size_t C = chunk_len;
@@ -1026,7 +1030,7 @@ struct delta_tc_hstate_smem {
     per = recs + up128(C * sizeof(chunk_record));
     const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * ldb16(K) * sizeof(dtc_bf16));
     const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
-    Sh = 2 * per, Sl = Sh + tk, Yh = Sl + tk, Yl = Yh + tc, dv = Yl + tc;
+    Sh = 2 * per, Yh = Sh + tk, dv = Yh + tc;
     bytes = dv + up128(C * sizeof(float));
   }
 };
@@ -1041,11 +1045,10 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   using namespace delta_detail;
   using namespace dtc_detail;
   using x3_detail::mma_bf16_16816;
-  using x3_detail::split2;
   constexpr int C = chunk_len, TS = dtc_scan_tile;
   constexpr int HH = 16 / NW;  // 8-column halves per warp in the S update (2 or 1)
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lw = ldk(K), lb = ldb16(K), k4 = K / 4, k8 = K / 8, nkt = K / 16;
+  const int K = p.K, V = p.V, HV = p.HV, lw = ldk(K), lb = ldb16(K), k8 = K / 8, nkt = K / 16;
   const delta_tc_hstate_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
@@ -1059,14 +1062,13 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
   auto at_buf = [&](int b, std::size_t off) { return smem_raw + static_cast<std::size_t>(b) * L.per + off; };
   auto recs_of = [&](int b) { return reinterpret_cast<chunk_record*>(at_buf(b, L.recs)); };
-  auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lb]  −S (hi), transposed
-  auto* Sl = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sl);  // [16][lb]  −S (lo)
-  auto* Yh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Yh);  // [16][lc16] diag(d) Vn (hi), transposed
-  auto* Yl = reinterpret_cast<dtc_bf16*>(smem_raw + L.Yl);
+  auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lb]  −S (bf16), transposed
+  auto* Yh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Yh);  // [16][lc16] diag(d) Vn (bf16), transposed
   float* dvec = reinterpret_cast<float*>(smem_raw + L.dv);  // [C] d
   chunk_where at{};
   device_source<Dev> src{};
   if (c0 < c1) at = locate_chunk(p, c0), src = at.is_shared ? p.shr : p.main;  // one stream: the same for every chunk
+  const copy_map mw(K / 4, tid, nt), mu(TS / 4, tid, nt), mk(k8, tid, nt);  // as the reverse scan's
   auto issue = [&](index_t c, int b) {
     const at_chunk o(c, hv, HV, K, V);
     const chunk_record* rc = recs_of(b);
@@ -1074,17 +1076,19 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
     auto* Ub = reinterpret_cast<float*>(at_buf(b, L.Ub));
     auto* Kr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Kr));
     const uint4 z{0u, 0u, 0u, 0u};
-    for (int e = tid; e < C * k4; e += nt) {
-      const int i = e / k4, a = (e % k4) * 4;
-      cp_async16(Ws + i * lw + a, p.W + o.ck + i * K + a);
+    {
+      const float* from = p.W + o.ck + 4 * mw.col;
+      float* to = Ws + 4 * mw.col;
+      for (int i = mw.row0; i < C; i += mw.rows) cp_async16(to + i * lw, from + i * K);
     }
-    for (int e = tid; e < C * (TS / 4); e += nt) {
-      const int i = e / (TS / 4), jj = (e % (TS / 4)) * 4;
-      cp_async16(Ub + i * lst + jj, p.U + o.cv + static_cast<index_t>(i) * V + j0 + jj);
+    {
+      const float* from = p.U + o.cv + j0 + 4 * mu.col;
+      float* to = Ub + 4 * mu.col;
+      for (int i = mu.row0; i < C; i += mu.rows) cp_async16(to + i * lst, from + static_cast<index_t>(i) * V);
     }
-    for (int e = tid; e < C * k8; e += nt) {
-      const int i = e / k8, a = (e % k8) * 8;
+    for (int i = mk.row0; i < C; i += mk.rows) {
       const chunk_record& r = rc[i];
+      const int a = 8 * mk.col;
       if (r.wr) cp_async16(Kr + i * lb + a, src.k + r.qk + a);
       else *reinterpret_cast<uint4*>(Kr + i * lb + a) = z;
     }
@@ -1114,7 +1118,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
     __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
     if (c + 1 < c1) load_records(p, c + 1, at, h, hv, recs_of(b ^ 1));
     const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
-    // S entering this chunk: to hbuf, and −S split into Sh / Sl (transposed)
+    // S entering this chunk: to hbuf, and −S in bf16 into Sh (transposed)
     if (ownS) {
 #pragma unroll
       for (int x = 0; x < HH; ++x)
@@ -1123,12 +1127,12 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
           const int a = 16 * tS + g + 8 * e2, j = 8 * (hS + x) + t2;
           const float x0 = Sr[x][2 * e2], x1 = Sr[x][2 * e2 + 1];
           *reinterpret_cast<float2*>(p.hbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
-          split_store(-x0, Sh, Sl, j * lb + a);
-          split_store(-x1, Sh, Sl, (j + 1) * lb + a);
+          store_bf16(-x0, Sh, j * lb + a);
+          store_bf16(-x1, Sh, (j + 1) * lb + a);
         }
     }
     if (tid < C) dvec[tid] = __expf(Gc[C - 1] - Gc[tid]) * reinterpret_cast<const float*>(at_buf(b, L.ki))[tid];
-    __syncthreads();  // (B) Sh, Sl, d ready; the records of chunk c + 1 loaded
+    __syncthreads();  // (B) Sh, d ready; the records of chunk c + 1 loaded
     if (c + 1 < c1) issue(c + 1, b ^ 1);
     if (warp < 8) {  // Vn = U − W S: rows 16(w % 4) … + 15, half w / 4
       const auto* Ws = reinterpret_cast<const float*>(at_buf(b, L.Ws));
@@ -1138,17 +1142,14 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[e] = Ub[(i0 + g + 8 * (e >> 1)) * lst + 8 * hh + t2 + (e & 1)];
       for (int k0 = 0; k0 < K; k0 += 16) {
-        unsigned wh[4], wl[4];
+        unsigned wh[4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) {  // rows i0 + g (+ 8 for odd r), columns k0 + t2 (+ 8 for r ≥ 2)
           const float2 x = *reinterpret_cast<const float2*>(Ws + (i0 + g + 8 * (r & 1)) * lw + k0 + t2 + 8 * (r >> 1));
-          split2(x.x, x.y, wh[r], wl[r]);
+          wh[r] = bf2(x.x, x.y);
         }
         const int j = 8 * hh + g;
         const unsigned bh[2] = {ld32(Sh + j * lb + k0 + t2), ld32(Sh + j * lb + k0 + t2 + 8)};
-        const unsigned bl[2] = {ld32(Sl + j * lb + k0 + t2), ld32(Sl + j * lb + k0 + t2 + 8)};
-        mma_bf16_16816(acc, wl, bh);
-        mma_bf16_16816(acc, wh, bl);
         mma_bf16_16816(acc, wh, bh);
       }
 #pragma unroll
@@ -1156,11 +1157,11 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
         const int i = i0 + g + 8 * e2, j = 8 * hh + t2;
         const float di = dvec[i], x0 = acc[2 * e2], x1 = acc[2 * e2 + 1];
         *reinterpret_cast<float2*>(p.Vn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
-        split_store(di * x0, Yh, Yl, j * lc16 + i);
-        split_store(di * x1, Yh, Yl, (j + 1) * lc16 + i);
+        store_bf16(di * x0, Yh, j * lc16 + i);
+        store_bf16(di * x1, Yh, (j + 1) * lc16 + i);
       }
     }
-    __syncthreads();  // (C) diag(d) Vn split complete
+    __syncthreads();  // (C) diag(d) Vn complete
     if (ownS) {  // S ← e^{G_C} S + kᵀ (diag(d) Vn) on the warp's tile
       const float eg = __expf(Gc[C - 1]);
       const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
@@ -1171,18 +1172,13 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
         for (int e = 0; e < 4; ++e) Sr[x][e] *= eg;
 #pragma unroll
       for (int k0 = 0; k0 < C; k0 += 16) {
-        unsigned ka[4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {  // kᵀ(a, i) = k[i][a]: rows a0 + g (+ 8), columns k0 + t2 (+ 8)
-          const int a = a0 + g + 8 * (r & 1), i = k0 + t2 + 8 * (r >> 1);
-          ka[r] = pack2(Kr[i * lb + a], Kr[(i + 1) * lb + a]);
-        }
+        unsigned ka[4];  // kᵀ(a, i) = k[i][a]: rows a0 …, columns k0 … by ldmatrix.trans (matrix l / 8 of
+                         // lane l: its row l % 8 of the 8 × 8 block at +8 records if bit 1, +8 keys if bit 0)
+        ldsm_x4_trans(ka, Kr + (k0 + (lane & 7) + 8 * (lane >> 4)) * lb + a0 + 8 * ((lane >> 3) & 1));
 #pragma unroll
         for (int x = 0; x < HH; ++x) {
           const int j = 8 * (hS + x) + g, i = k0 + t2;
           const unsigned yh[2] = {ld32(Yh + j * lc16 + i), ld32(Yh + j * lc16 + i + 8)};
-          const unsigned yl[2] = {ld32(Yl + j * lc16 + i), ld32(Yl + j * lc16 + i + 8)};
-          mma_bf16_16816(Sr[x], ka, yl);
           mma_bf16_16816(Sr[x], ka, yh);
         }
       }
