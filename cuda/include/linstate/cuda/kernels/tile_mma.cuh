@@ -144,6 +144,10 @@ __device__ __forceinline__ void tile_mma2(float* C, int ldc, const Op1* A1, int 
 //! inputs (never for fp32 inputs: those stay exact fp32, issue 4).
 //! Blocks of a split-bf16 product known to need no work (tile_mma_x3's `zeros`).
 inline constexpr unsigned x3_a_lower = 1u, x3_a_upper = 2u, x3_c_lower = 4u;
+//! tile_mma_x3's `zeros` may also carry x3_plain: both operands rounded to bf16 (hi only), one product
+//! per k-step instead of three — plain bf16 operands with fp32 accumulators, for a product whose
+//! caller has measured that its results stay within the tolerance it needs (delta_grad_kernel).
+inline constexpr unsigned x3_plain = 8u;
 
 namespace x3_detail {
 //! (x0, x1) → bf16 pairs hi (round to nearest even) and lo = bf16(x − hi), the lower index in the low half.
@@ -153,6 +157,11 @@ __device__ __forceinline__ void split2(float x0, float x1, unsigned& hi, unsigne
   const __nv_bfloat162 l = __floats2bfloat162_rn(x0 - hf.x, x1 - hf.y);
   hi = *reinterpret_cast<const unsigned*>(&h);
   lo = *reinterpret_cast<const unsigned*>(&l);
+}
+//! (x0, x1) → the bf16 pair hi of split2 alone.
+__device__ __forceinline__ unsigned hi2(float x0, float x1) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  return *reinterpret_cast<const unsigned*>(&h);
 }
 //! d += a·b, one m16n8k16 bf16 product (PTX fragment layouts: a rows g, g + 8 and columns 2t, 2t + 1,
 //! + 8; b rows 2t, 2t + 1, + 8 and column g; d rows g, g + 8 and columns 2t, 2t + 1; g = lane / 4, t = lane % 4).
@@ -197,6 +206,20 @@ __device__ __forceinline__ void tile_mma_x3(float* C, int ldc, const float* A, i
       d[h][2] = accumulate ? c1[0] : 0.f, d[h][3] = accumulate ? c1[1] : 0.f;
     }
     for (int k0 = kb; k0 < ke; k0 += 16) {
+      if (zeros & x3_plain) {  // hi only: one product
+        unsigned ah[4];
+        ah[0] = x3_detail::hi2(a(i0 + g, k0 + t2), a(i0 + g, k0 + t2 + 1));
+        ah[1] = x3_detail::hi2(a(i0 + g + 8, k0 + t2), a(i0 + g + 8, k0 + t2 + 1));
+        ah[2] = x3_detail::hi2(a(i0 + g, k0 + t2 + 8), a(i0 + g, k0 + t2 + 9));
+        ah[3] = x3_detail::hi2(a(i0 + g + 8, k0 + t2 + 8), a(i0 + g + 8, k0 + t2 + 9));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int j = j0 + 8 * h + g;
+          const unsigned bh[2] = {x3_detail::hi2(b(k0 + t2, j), b(k0 + t2 + 1, j)), x3_detail::hi2(b(k0 + t2 + 8, j), b(k0 + t2 + 9, j))};
+          mma_bf16_16816(d[h], ah, bh);
+        }
+        continue;
+      }
       unsigned ah[4], al[4];
       split2(a(i0 + g, k0 + t2), a(i0 + g, k0 + t2 + 1), ah[0], al[0]);
       split2(a(i0 + g + 8, k0 + t2), a(i0 + g + 8, k0 + t2 + 1), ah[1], al[1]);
