@@ -869,8 +869,9 @@ TEST_CASE("chunked backward: gated delta rule in the WY form, every gradient aga
   }
 }
 
-//! bf16 inputs on the delta-rule backward's tensor-core products (the prep's and gradient kernel's in
-//! split-bf16 form, kernels/tile_mma.cuh tile_mma_x3; the two sequential passes on plain bf16 operands):
+//! bf16 inputs on the delta-rule backward's tensor-core products (the prep's and three of the gradient
+//! kernel's in split-bf16 form, kernels/tile_mma.cuh tile_mma_x3; the other nine and the two sequential
+//! passes on plain bf16 operands):
 //! every gradient against the CPU's fp32 pass on the same bf16 inputs at fla's ratio 0.005 (SPEC §9.3),
 //! dh0 (fp32, but formed by the reverse scan's bf16 products) also by its largest error, ≤ 0.005·max|ref|
 //! (1e-5 while the scan was split-bf16, before session 21); the ratios are printed.

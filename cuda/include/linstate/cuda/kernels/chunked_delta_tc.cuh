@@ -730,9 +730,10 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delt
 // rounded to bf16 as operands (one mma.sync m16n8k16 per product step), fp32 accumulators. Until
 // session 21 these operands were split into hi + lo bf16 pairs (two or three products per step, each
 // product term within about 1e-5 of fp32); the GPU tests' ratios against the exact path went from
-// ~1e-4 to ≤ 0.004 (every gradient; fla's bar and the tests' is 0.005), while the gradient kernel's and
-// the prep's products stay split (plain bf16 there gave dg 0.0072: docs/benchmarks.md, "Issue 11,
-// session 21"), and each chunk step lost two thirds of its products. The division is
+// ~1e-4 to ≤ 0.004 (every gradient; fla's bar and the tests' is 0.005; ≤ 0.0035 with the gradient
+// kernel's nine plain products of d524c1b), while the prep's products and three of the gradient
+// kernel's stay split (all of them plain gave dg 0.0072: docs/benchmarks.md, "Issue 11, session 21"),
+// and each chunk step lost two thirds of its products. The division is
 // delta_tc_state_kernel's: one block per (16-column V tile, value head, stream), of 8 warps (16 with
 // delta_tc_bscan_warps; 4 before session 13: the per-chunk step is latency-bound, and more warps
 // shorten each warp's chain of products), D held in mma accumulator fragments for the whole stream
