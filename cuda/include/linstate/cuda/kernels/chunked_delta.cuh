@@ -302,6 +302,22 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
     }
     return;
   }
+  // each of the warp's output tiles: its fragments' row offsets in the stage, formed once (a division
+  // by the run-time tile count per k-step was 9 % of delta_grad_kernel's instructions: session 21's ncu)
+  int aof[slab_tiles], bof[slab_tiles];
+#pragma unroll
+  for (int u = 0; u < slab_tiles; ++u) {
+    const int tile = warp + u * nwarps;
+    const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+    // a (rows i0 … + 15): blocks (rows + 0 / + 8, columns 0 / 8) in fragment order a0 … a3;
+    // b (staged rows M + j0 … + 15, B(k, j) = row j): blocks (h = 0: k 0 / 8, h = 1: k 0 / 8)
+    aof[u] = (i0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ldslab_h + 8 * (lane >> 4);
+    bof[u] = (M + j0 + (lane & 7) + 8 * (lane >> 4)) * ldslab_h + 8 * ((lane >> 3) & 1);
+  }
+  // the stage's shared-memory addresses, formed once (ldmatrix takes them; a generic → shared
+  // conversion per fragment load was 3 % of the kernel's instructions)
+  const unsigned hs = static_cast<unsigned>(__cvta_generic_to_shared(Hs)), ls = static_cast<unsigned>(__cvta_generic_to_shared(Ls));
+  constexpr unsigned e2 = sizeof(__nv_bfloat16);
   slab_regs_h r;
   load_slab_h(r, A, lda, B, ldb, M, N, Kd, 0);
   for (int k0 = 0; k0 < Kd; k0 += slab_h) {
@@ -314,18 +330,13 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
       if (k0 + ks >= Kd) break;  // the k-steps of the 16-column form: none past Kd
 #pragma unroll
       for (int u = 0; u < slab_tiles; ++u) {
-        const int tile = warp + u * nwarps;
-        if (tile >= tiles) continue;
-        const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
-        // a (rows i0 … + 15): blocks (rows + 0 / + 8, columns 0 / 8) in fragment order a0 … a3;
-        // b (staged rows M + j0 … + 15, B(k, j) = row j): blocks (h = 0: k 0 / 8, h = 1: k 0 / 8)
-        const int ao = (i0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ldslab_h + ks + 8 * (lane >> 4);
-        const int bo = (M + j0 + (lane & 7) + 8 * (lane >> 4)) * ldslab_h + ks + 8 * ((lane >> 3) & 1);
+        if (warp + u * nwarps >= tiles) continue;
+        const int ao = aof[u] + ks, bo = bof[u] + ks;
         unsigned ah[4], al[4], bh[4], bl[4];
-        ldsm_x4(ah, Hs + ao);
-        if (!a_bf16 && !plain) ldsm_x4(al, Ls + ao);
-        ldsm_x4(bh, Hs + bo);
-        if (!plain) ldsm_x4(bl, Ls + bo);
+        ldsm_x4(ah, hs + e2 * ao);
+        if (!a_bf16 && !plain) ldsm_x4(al, ls + e2 * ao);
+        ldsm_x4(bh, hs + e2 * bo);
+        if (!plain) ldsm_x4(bl, ls + e2 * bo);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const unsigned bhh[2] = {bh[2 * h], bh[2 * h + 1]}, blh[2] = {bl[2 * h], bl[2 * h + 1]};
@@ -1059,7 +1070,8 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
     for (int a = lane; a < K; a += 32) dK[i * lk + a] *= e;
     if (lane == 0) cvec[i] = d, dG[i] -= d;
   }
-  for (int e = tid; e < C * K; e += nt) dQ[(e / K) * lk + e % K] = 0.f;
+  for (int i = warp; i < C; i += nwarps)
+    for (int a = lane; a < K; a += 32) dQ[i * lk + a] = 0.f;
   __syncthreads();
   float dGl = 0.f;
   if (tid == 0) {
