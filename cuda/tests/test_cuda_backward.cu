@@ -905,6 +905,8 @@ void check_delta_tc_backward(const std::string& what, const random_inputs& data,
 TEST_CASE("chunked backward: gated delta rule, bf16 inputs on tensor cores, every gradient against the exact path (ratio 0.005)") {
   check_delta_tc_backward<gdn>("gdn K=V=128 B=2", make<gdn>({.B = 2, .T = 300, .H = 2, .HV = 2, .K = 128, .V = 128}, 250), 82);
   check_delta_tc_backward<gdn>("gdn K=V=128 T=1024", make<gdn>({.B = 1, .T = 1024, .H = 1, .HV = 1, .K = 128, .V = 128}, 251), 83);
+  // a training length: the plain-bf16 products' errors must not grow past the tolerance along the stream
+  check_delta_tc_backward<gdn>("gdn K=V=128 T=4096 H=2", make<gdn>({.B = 1, .T = 4096, .H = 2, .HV = 2, .K = 128, .V = 128}, 258), 90);
   check_delta_tc_backward<gdn>("gdn grouped heads K=32 V=64, no h0, no dht",
                                make<gdn>({.B = 2, .T = 150, .H = 1, .HV = 4, .K = 32, .V = 64}, 252, false), 84, false, false);
   check_delta_tc_backward<gdn_plain>("gdn plain K=64 V=48", make<gdn_plain>({.B = 2, .T = 130, .H = 1, .HV = 2, .K = 64, .V = 48}, 253), 85);
