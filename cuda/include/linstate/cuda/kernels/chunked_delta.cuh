@@ -1086,7 +1086,7 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
     // dO32 holds the bf16 input's values for bf16 inputs (delta_tc_rscan_kernel): A_lo = 0
     constexpr bool dO_bf16 = std::is_same_v<Dev, __nv_bfloat16>;
     gemm_abt_staged<Dev>(X, ldc, dO, V, Vn, V, C, C, V, false, Y, dO_bf16);  // dA = dO Vnᵀ
-    gemm_abt_staged<Dev>(ws1, K, dO, V, S, V, C, K, V, false, Y, dO_bf16, true);  // dQg = dO Sᵀ
+    gemm_abt_staged<Dev>(ws1, K, dO, V, S, V, C, K, V, false, Y, dO_bf16, /*plain=*/true);  // dQg = dO Sᵀ
     __syncthreads();
     for (int e = tid; e < C * C; e += nt) {
       const int i = e / C, j = e % C;
@@ -1142,7 +1142,7 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
     __syncthreads();
     tile_mma_f32<Dev, col_major_t, row_major_t>(ws3 + j0, V, Tm, ldc, X, ldc, C, 4 * q4, C, false, x3_a_upper);  // dB_U (Tᵀ upper triangular)
   }
-  gemm_abt_staged<Dev>(ws2, K, ws3, V, S, V, C, K, V, false, Y, false, true);  // −dB_W (its leading barrier: ws3 complete)
+  gemm_abt_staged<Dev>(ws2, K, ws3, V, S, V, C, K, V, false, Y, /*a_bf16=*/false, /*plain=*/true);  // −dB_W (its leading barrier: ws3 complete)
   __syncthreads();
   for (int i = warp; i < C; i += nwarps) {
     const chunk_record& r = recs[i];
@@ -1166,8 +1166,8 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
     if (lane == 0) db[i] += vb + e * kb, dG[i] += be * kb;
   }
   // L = I + diag(b) Mg:  dL = −[dB_U | dB_W] [U | W]ᵀ = ws2 Wᵀ − ws3 Uᵀ
-  gemm_abt_staged<Dev>(X, ldc, ws3, V, U, V, C, C, V, false, Tm, false, true);  // (T is used up)
-  gemm_abt_staged<Dev>(Y, ldc, ws2, K, W, K, C, C, K, false, Tm, false, true);
+  gemm_abt_staged<Dev>(X, ldc, ws3, V, U, V, C, C, V, false, Tm, /*a_bf16=*/false, /*plain=*/true);  // (T is used up)
+  gemm_abt_staged<Dev>(Y, ldc, ws2, K, W, K, C, C, K, false, Tm, /*a_bf16=*/false, /*plain=*/true);
   __syncthreads();  // the stage (Tm and, for the split form's 128 rows, the start of Am) read: Am is written next
   tile_mma_f32<Dev, row_major_t, col_major_t>(Am, ldc, Kn, lk, Kn, lk, C, C, K, false, x3_c_lower | x3_plain);  // K̂ K̂ᵀ, its lower part (A is used up)
   __syncthreads();

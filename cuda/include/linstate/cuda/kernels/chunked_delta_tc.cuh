@@ -106,11 +106,7 @@ __device__ __forceinline__ uint4 pack8(const float* x, float s) {
   return u;
 }
 
-//! (x0, x1) → one register of two bf16 (round to nearest even), x0 in the low half.
-__device__ __forceinline__ unsigned bf2(float x0, float x1) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
-  return *reinterpret_cast<const unsigned*>(&h);
-}
+using x3_detail::bf2;  // (x0, x1) → one register of two bf16 (tile_mma.cuh)
 
 //! Eight bf16 packed in 16 bytes → fp32.
 __device__ __forceinline__ void unpack8(uint4 u, float* x) {

@@ -142,12 +142,11 @@ __device__ __forceinline__ void tile_mma2(float* C, int ldc, const Op1* A1, int 
 //! dropped A_lo·B_lo and the residual x − hi − lo are below 2⁻¹⁷|x|, so each product term is within
 //! about 1e-5 of its fp32 value: near-fp32 results at tensor-core speed, for the backward of bf16
 //! inputs (never for fp32 inputs: those stay exact fp32, issue 4).
-//! Blocks of a split-bf16 product known to need no work (tile_mma_x3's `zeros`).
-inline constexpr unsigned x3_a_lower = 1u, x3_a_upper = 2u, x3_c_lower = 4u;
-//! tile_mma_x3's `zeros` may also carry x3_plain: both operands rounded to bf16 (hi only), one product
-//! per k-step instead of three — plain bf16 operands with fp32 accumulators, for a product whose
-//! caller has measured that its results stay within the tolerance it needs (delta_grad_kernel).
-inline constexpr unsigned x3_plain = 8u;
+//! tile_mma_x3's `flags`: blocks of a split-bf16 product known to need no work (x3_a_lower, x3_a_upper,
+//! x3_c_lower), and x3_plain: both operands rounded to bf16 (hi only), one product per k-step instead of
+//! three — plain bf16 operands with fp32 accumulators, for a product whose caller has measured that its
+//! results stay within the tolerance it needs (delta_grad_kernel).
+inline constexpr unsigned x3_a_lower = 1u, x3_a_upper = 2u, x3_c_lower = 4u, x3_plain = 8u;
 
 namespace x3_detail {
 //! (x0, x1) → bf16 pairs hi (round to nearest even) and lo = bf16(x − hi), the lower index in the low half.
@@ -158,8 +157,8 @@ __device__ __forceinline__ void split2(float x0, float x1, unsigned& hi, unsigne
   hi = *reinterpret_cast<const unsigned*>(&h);
   lo = *reinterpret_cast<const unsigned*>(&l);
 }
-//! (x0, x1) → the bf16 pair hi of split2 alone.
-__device__ __forceinline__ unsigned hi2(float x0, float x1) {
+//! (x0, x1) → one register of two bf16 (round to nearest even), x0 in the low half: split2's hi alone.
+__device__ __forceinline__ unsigned bf2(float x0, float x1) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
   return *reinterpret_cast<const unsigned*>(&h);
 }
@@ -176,14 +175,14 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a
 //! C[M×N] (row-major, ldc) = (accumulate ? C : 0) + A·B with fp32 operands (shared or global memory,
 //! layouts as tile_mma) by the split-bf16 scheme above. M, N, Kd multiples of 16; no alignment
 //! needed. Each warp owns whole 16×16 output tiles (the same tiles, and the same lanes for each
-//! element, on every call of the same shape). `zeros` (x3_a_lower, x3_a_upper, x3_c_lower) names the
+//! element, on every call of the same shape). `flags` (x3_a_lower, x3_a_upper, x3_c_lower) names the
 //! 16×16 blocks that need no product: A's blocks above (a_lower: A(i, k) = 0 for k > i) or below
 //! (a_upper: A(i, k) = 0 for k < i) its diagonal hold exact zeros, whose products would add nothing to
 //! the accumulators (so the results are the same bits); c_lower: C's tiles above the diagonal are not
 //! wanted (left as they are). Whole block; no barrier inside.
 template <class LA, class LB>
 __device__ __forceinline__ void tile_mma_x3(float* C, int ldc, const float* A, int lda, const float* B, int ldb, int M, int N,
-                                            int Kd, bool accumulate, unsigned zeros = 0) {
+                                            int Kd, bool accumulate, unsigned flags = 0) {
   using x3_detail::split2;
   using x3_detail::mma_bf16_16816;
   const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
@@ -193,9 +192,9 @@ __device__ __forceinline__ void tile_mma_x3(float* C, int ldc, const float* A, i
   auto b = [&](int k, int j) { return B[tile_index<LB>(k, j, ldb)]; };
   for (int tile = warp; tile < tiles; tile += nwarps) {
     const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
-    if ((zeros & x3_c_lower) && j0 > i0) continue;
+    if ((flags & x3_c_lower) && j0 > i0) continue;
     // the k-steps whose A block is not known to be zero
-    const int kb = (zeros & x3_a_upper) ? i0 : 0, ke = (zeros & x3_a_lower) ? min(Kd, i0 + 16) : Kd;
+    const int kb = (flags & x3_a_upper) ? i0 : 0, ke = (flags & x3_a_lower) ? min(Kd, i0 + 16) : Kd;
     float d[2][4];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -206,16 +205,16 @@ __device__ __forceinline__ void tile_mma_x3(float* C, int ldc, const float* A, i
       d[h][2] = accumulate ? c1[0] : 0.f, d[h][3] = accumulate ? c1[1] : 0.f;
     }
     for (int k0 = kb; k0 < ke; k0 += 16) {
-      if (zeros & x3_plain) {  // hi only: one product
+      if (flags & x3_plain) {  // hi only: one product
         unsigned ah[4];
-        ah[0] = x3_detail::hi2(a(i0 + g, k0 + t2), a(i0 + g, k0 + t2 + 1));
-        ah[1] = x3_detail::hi2(a(i0 + g + 8, k0 + t2), a(i0 + g + 8, k0 + t2 + 1));
-        ah[2] = x3_detail::hi2(a(i0 + g, k0 + t2 + 8), a(i0 + g, k0 + t2 + 9));
-        ah[3] = x3_detail::hi2(a(i0 + g + 8, k0 + t2 + 8), a(i0 + g + 8, k0 + t2 + 9));
+        ah[0] = x3_detail::bf2(a(i0 + g, k0 + t2), a(i0 + g, k0 + t2 + 1));
+        ah[1] = x3_detail::bf2(a(i0 + g + 8, k0 + t2), a(i0 + g + 8, k0 + t2 + 1));
+        ah[2] = x3_detail::bf2(a(i0 + g, k0 + t2 + 8), a(i0 + g, k0 + t2 + 9));
+        ah[3] = x3_detail::bf2(a(i0 + g + 8, k0 + t2 + 8), a(i0 + g + 8, k0 + t2 + 9));
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int j = j0 + 8 * h + g;
-          const unsigned bh[2] = {x3_detail::hi2(b(k0 + t2, j), b(k0 + t2 + 1, j)), x3_detail::hi2(b(k0 + t2 + 8, j), b(k0 + t2 + 9, j))};
+          const unsigned bh[2] = {x3_detail::bf2(b(k0 + t2, j), b(k0 + t2 + 1, j)), x3_detail::bf2(b(k0 + t2 + 8, j), b(k0 + t2 + 9, j))};
           mma_bf16_16816(d[h], ah, bh);
         }
         continue;
@@ -248,14 +247,14 @@ __device__ __forceinline__ void tile_mma_x3(float* C, int ldc, const float* A, i
 
 //! tile_mma on fp32 operands for a kernel whose inputs have element type Dev: for bf16 inputs the
 //! split-bf16 tensor-core products (tile_mma_x3) where M, N and Kd are multiples of 16; otherwise, and
-//! for every other input type, tile_mma's exact fp32 (which ignores `zeros`: it computes every tile).
+//! for every other input type, tile_mma's exact fp32 (which ignores `flags`: it computes every tile, exactly).
 //! (A kernel's calls of one shape always take the same branch, so element ownership is stable across its calls.)
 template <class Dev, class LA, class LB>
 __device__ __forceinline__ void tile_mma_f32(float* C, int ldc, const float* A, int lda, const float* B, int ldb, int M, int N,
-                                             int Kd, bool accumulate, unsigned zeros = 0) {
+                                             int Kd, bool accumulate, unsigned flags = 0) {
   if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
     if (((M | N | Kd) & 15) == 0) {
-      tile_mma_x3<LA, LB>(C, ldc, A, lda, B, ldb, M, N, Kd, accumulate, zeros);
+      tile_mma_x3<LA, LB>(C, ldc, A, lda, B, ldb, M, N, Kd, accumulate, flags);
       return;
     }
   }
