@@ -164,6 +164,141 @@ inline void diagonal_step_blocked(float* __restrict hs, const float* __restrict 
 }
 #endif
 
+#if LINSTATE_GEMM_AVX512
+//! The recurrent kernel's steps on AVX-512 registers (issue 13, item 2): by column blocks of up to 128
+//! (NB ≤ 8 zmm of 16 lanes), each block's vector accumulators (o; the delta rule's hᵀk and u) held in
+//! registers over the K rows, where the row loops load and store them for every row. With V ≤ 128 a
+//! block is a whole row, so a step still sweeps the state once per pass, in order, as the row loops
+//! do. Per element the same operations as GCC compiles the row loops to (it contracts `a·x + b·y` into
+//! fma(x, a, b·y), `o += q·h` into fma(h, q, o) and `b·(v − d·s)` into b·fnmadd(d, s, v)), in the same
+//! order over the rows: the same bits (tests/unit/test_decode_alloc.cpp checks both paths against the
+//! fp64 reference; docs/benchmarks.md, "Issue 13, session 22", their bits against each other).
+namespace zstep {
+#define LINSTATE_Z8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define LINSTATE_ZDECL(n) __m512 n##0 = _mm512_setzero_ps(), n##1 = n##0, n##2 = n##0, n##3 = n##0, n##4 = n##0, \
+                                 n##5 = n##0, n##6 = n##0, n##7 = n##0
+
+//! The diagonal family's written and read step on columns [0, 16·NB) of the state rows at `row` (row
+//! stride V): h[a, j] = g[a]·h[a, j] + k[a]·v[j] ; o[j] += q[a]·h[a, j].
+template <int NB>
+inline void diagonal_block(float* __restrict row, const float* __restrict g, const float* __restrict k,
+                           const float* __restrict q, const float* __restrict v, float* __restrict o, index_t K,
+                           index_t V) {
+  LINSTATE_ZDECL(o);
+#define LINSTATE_ZLOAD(c) \
+  if constexpr (c < NB) o##c = _mm512_loadu_ps(o + 16 * c);
+  LINSTATE_Z8(LINSTATE_ZLOAD)
+#undef LINSTATE_ZLOAD
+  for (index_t a = 0; a < K; ++a, row += V) {
+    const __m512 ga = _mm512_set1_ps(g[a]), ka = _mm512_set1_ps(k[a]), qa = _mm512_set1_ps(q[a]);
+#define LINSTATE_ZCOL(c)                                                        \
+  if constexpr (c < NB) {                                                       \
+    __m512 kv = _mm512_mul_ps(ka, _mm512_loadu_ps(v + 16 * c));                 \
+    gemm::keep_rounded(kv);                                                     \
+    const __m512 h = _mm512_fmadd_ps(_mm512_loadu_ps(row + 16 * c), ga, kv);    \
+    _mm512_storeu_ps(row + 16 * c, h);                                          \
+    o##c = _mm512_fmadd_ps(h, qa, o##c);                                        \
+  }
+    LINSTATE_Z8(LINSTATE_ZCOL)
+#undef LINSTATE_ZCOL
+  }
+#define LINSTATE_ZSTORE(c) \
+  if constexpr (c < NB) _mm512_storeu_ps(o + 16 * c, o##c);
+  LINSTATE_Z8(LINSTATE_ZSTORE)
+#undef LINSTATE_ZSTORE
+}
+
+//! The delta rule's step (SPEC §3.1) on columns [0, 16·NB) of the state rows at `row` (row stride V),
+//! with d = e^{g} and b = β (times the write weight):
+//!   s = hᵀk (read pass) ;  u = b·(v − d·s) ;  h[a, :] = d·h[a, :] + k[a]·u ;  o += q[a]·h[a, :] if `read`.
+template <int NB>
+inline void delta_block(float* __restrict rows, const float* __restrict k, const float* __restrict q,
+                        const float* __restrict v, float* __restrict o, float d, float b, bool read, index_t K,
+                        index_t V) {
+  LINSTATE_ZDECL(s);
+  const float* row = rows;
+  for (index_t a = 0; a < K; ++a, row += V) {
+    const __m512 ka = _mm512_set1_ps(k[a]);
+#define LINSTATE_ZDOT(c) \
+  if constexpr (c < NB) s##c = _mm512_fmadd_ps(ka, _mm512_loadu_ps(row + 16 * c), s##c);
+    LINSTATE_Z8(LINSTATE_ZDOT)
+#undef LINSTATE_ZDOT
+  }
+  const __m512 dd = _mm512_set1_ps(d), bb = _mm512_set1_ps(b);
+#define LINSTATE_ZU(c) \
+  if constexpr (c < NB) s##c = _mm512_mul_ps(bb, _mm512_fnmadd_ps(dd, s##c, _mm512_loadu_ps(v + 16 * c)));
+  LINSTATE_Z8(LINSTATE_ZU)  // s now holds u
+#undef LINSTATE_ZU
+  float* __restrict w = rows;
+  if (read) {
+    LINSTATE_ZDECL(o);
+#define LINSTATE_ZLOAD(c) \
+  if constexpr (c < NB) o##c = _mm512_loadu_ps(o + 16 * c);
+    LINSTATE_Z8(LINSTATE_ZLOAD)
+#undef LINSTATE_ZLOAD
+    for (index_t a = 0; a < K; ++a, w += V) {
+      const __m512 ka = _mm512_set1_ps(k[a]), qa = _mm512_set1_ps(q[a]);
+#define LINSTATE_ZUPD(c)                                                        \
+  if constexpr (c < NB) {                                                       \
+    __m512 ku = _mm512_mul_ps(ka, s##c);                                        \
+    gemm::keep_rounded(ku);                                                     \
+    const __m512 h = _mm512_fmadd_ps(_mm512_loadu_ps(w + 16 * c), dd, ku);      \
+    _mm512_storeu_ps(w + 16 * c, h);                                            \
+    o##c = _mm512_fmadd_ps(h, qa, o##c);                                        \
+  }
+      LINSTATE_Z8(LINSTATE_ZUPD)
+#undef LINSTATE_ZUPD
+    }
+#define LINSTATE_ZSTORE(c) \
+  if constexpr (c < NB) _mm512_storeu_ps(o + 16 * c, o##c);
+    LINSTATE_Z8(LINSTATE_ZSTORE)
+#undef LINSTATE_ZSTORE
+  } else {
+    for (index_t a = 0; a < K; ++a, w += V) {
+      const __m512 ka = _mm512_set1_ps(k[a]);
+#define LINSTATE_ZUPD(c)                                                                             \
+  if constexpr (c < NB) {                                                                            \
+    __m512 ku = _mm512_mul_ps(ka, s##c);                                                             \
+    gemm::keep_rounded(ku);                                                                          \
+    _mm512_storeu_ps(w + 16 * c, _mm512_fmadd_ps(_mm512_loadu_ps(w + 16 * c), dd, ku));              \
+  }
+      LINSTATE_Z8(LINSTATE_ZUPD)
+#undef LINSTATE_ZUPD
+    }
+  }
+}
+#undef LINSTATE_ZDECL
+#undef LINSTATE_Z8
+
+//! f(std::integral_constant<int, NB>{}, j0) over column blocks [j0, j0 + 16·NB) covering [0, V): blocks
+//! of 128, then one of the rest. V a multiple of 16.
+template <class F>
+inline void by_column_blocks(index_t V, F&& f) {
+  index_t j = 0;
+  for (; j + 128 <= V; j += 128) f(std::integral_constant<int, 8>{}, j);
+  switch ((V - j) / 16) {
+    case 7: f(std::integral_constant<int, 7>{}, j); break;
+    case 6: f(std::integral_constant<int, 6>{}, j); break;
+    case 5: f(std::integral_constant<int, 5>{}, j); break;
+    case 4: f(std::integral_constant<int, 4>{}, j); break;
+    case 3: f(std::integral_constant<int, 3>{}, j); break;
+    case 2: f(std::integral_constant<int, 2>{}, j); break;
+    case 1: f(std::integral_constant<int, 1>{}, j); break;
+    default: break;
+  }
+}
+
+inline void diagonal_step(float* hs, const float* g, const float* k, const float* q, const float* v, float* o,
+                          index_t K, index_t V) {
+  by_column_blocks(V, [&](auto nb, index_t j) { diagonal_block<nb()>(hs + j, g, k, q, v + j, o + j, K, V); });
+}
+inline void delta_step(float* hs, const float* k, const float* q, const float* v, float* o, float d, float b,
+                       bool read, index_t K, index_t V) {
+  by_column_blocks(V, [&](auto nb, index_t j) { delta_block<nb()>(hs + j, k, q, v + j, o + j, d, b, read, K, V); });
+}
+}  // namespace zstep
+#endif
+
 //! Per-thread scratch of the recurrent kernel (sized once per task, never per token).
 struct recurrent_scratch {
   //! The diagonal family's written and read steps by column blocks (diagonal_step_blocked): set by the
@@ -219,6 +354,12 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
       if (D::l2norm_qk) l2normalize(k, K);
       const float decay = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
       const float b = D::write_strength(detail::to_float(src.beta[t * HV + tg.hv]), cw);  // SPEC §11 C9: the write gate scales β
+#if LINSTATE_GEMM_AVX512
+      if (V % 16 == 0) {  // the same operations with the accumulators in registers (zstep)
+        zstep::delta_step(hs, k, q, v, o, decay, b, r, K, V);
+        continue;
+      }
+#endif
       float* __restrict hk = sc.hk.data();
       float* __restrict u = sc.u.data();
       std::fill(hk, hk + V, 0.f);
@@ -251,6 +392,13 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
       }
 #if LINSTATE_GEMM_KERNEL
       if constexpr (!decay_none<D>) {
+#if LINSTATE_GEMM_AVX512
+        // V ≤ 128: one block per row, a single sweep, so states streamed from memory take it too
+        if (r && V % 16 == 0 && (sc.blocked || V <= 128)) {
+          zstep::diagonal_step(hs, g, k, q, v, o, K, V);
+          continue;
+        }
+#endif
         if (r && sc.blocked && V % 64 == 0) {
           diagonal_step_blocked(hs, g, k, q, v, o, K, V);
           continue;
