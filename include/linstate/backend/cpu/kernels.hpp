@@ -432,13 +432,14 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
 }
 
 //! The row stride (floats) the chunked kernels give a scratch matrix of n columns: n + 16 (one cache line
-//! more) where n is a multiple of 16 on the AVX2 kernel's builds. Rows 128 floats (512 bytes) apart map
-//! onto 8 of a 32 KiB 8-way L1's 64 sets, so a product's 16-column panel of 64 or 128 such rows (B, read
-//! again by every row tile) does not stay in L1 and the rows of A, B and C evict each other; 16 floats
-//! more and successive rows fall on successive sets (docs/benchmarks.md, "Issue 13, session 15"). Only
-//! the layout changes: every element is computed by the same operations. AVX-512 builds keep n (not
-//! measured there).
-inline constexpr index_t chunk_row_pad = LINSTATE_GEMM_KERNEL && !LINSTATE_GEMM_AVX512 ? 16 : 0;
+//! more) where n is a multiple of 16 on the kernels' builds (AVX2 and AVX-512). Rows 128 floats (512
+//! bytes) apart map onto 8 of a 32 KiB 8-way L1's 64 sets, so a product's 16-column panel of 64 or 128
+//! such rows (B, read again by every row tile) does not stay in L1 and the rows of A, B and C evict each
+//! other; 16 floats more and successive rows fall on successive sets (docs/benchmarks.md, "Issue 13,
+//! session 15"). The 48 KiB 12-way L1 of the AVX-512 Xeon has 64 sets as well: GLA prefill ×0.97 at
+//! chunks of 24, ×0.94 at 64 there ("Issue 13, session 22"). Only the layout changes: every element is
+//! computed by the same operations.
+inline constexpr index_t chunk_row_pad = LINSTATE_GEMM_KERNEL ? 16 : 0;
 inline index_t padded_cols(index_t n) { return n % 16 == 0 ? n + chunk_row_pad : n; }
 //! The top-left rows × cols of a scratch matrix whose rows may be padded, as an Eigen expression.
 using ScratchView = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
