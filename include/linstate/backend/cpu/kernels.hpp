@@ -663,10 +663,13 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
         sc.gamma = G.row(m - 1);
         one_gemm = (any_w ? -sc.gamma.minCoeff() : 0.f) <= single_gemm_span;
         sc.egamma = sc.gamma.array().exp();
-        // over the contiguous m × K blocks (the AVX-512 builds do not pad: chunk_row_pad), Eigen's linear traversal
-        auto flat = [&](RowMat& X) { return contiguous_view(X, m, K); };
-        if (any_w && one_gemm) flat(sc.Einv).array() = flat(sc.Kc).array() * (-flat(sc.G).array()).exp();
-        if (any_r) flat(sc.Kd) = flat(sc.Q).cwiseProduct(flat(sc.G).array().exp().matrix());
+        // K ⊙ e^{−Γ} and Q ⊙ e^{Γ}: formed row by row in the staging loop already with fused_exps (K is a
+        // multiple of 16 here, so always but in LINSTATE_NO_GEMM_KERNEL builds); else here
+        if (!fused_exps) {
+          auto sv = [&](RowMat& X) { return scratch_view(X, m, K); };
+          if (any_w && one_gemm) sv(sc.Einv).array() = sv(sc.Kc).array() * (-sv(sc.G).array()).exp();
+          if (any_r) sv(sc.Kd) = sv(sc.Q).cwiseProduct(sv(sc.G).array().exp().matrix());
+        }
         Qg = sc.Kd.data(), Kinv = sc.Einv.data();
       }
       LINSTATE_PHASE(exps);
@@ -737,8 +740,8 @@ bool chunk_step(const problem& pb, const source<Scalar>& src, const stream& st, 
     sc.egamma = sc.gamma.array().exp();
     // The whole-matrix exponentials without fused_exps are evaluated over the contiguous m × K block, as
     // before the rows were padded (Eigen's linear traversal, whose packets run across the ends of rows: the
-    // same bits as then). Those K-wide rows are never padded: padded_cols pads multiples of 16 only on the
-    // AVX2 builds, where every multiple of the 8-float packet takes fused_exps.
+    // same bits as then). Those K-wide rows are never padded: padded_cols pads multiples of 16 only, and
+    // every multiple of 16 takes fused_exps (Eigen's packet: 8 floats on AVX2 builds, 16 on AVX-512).
     auto flat = [&](RowMat& X) { return contiguous_view(X, m, K); };
     // K ⊙ e^{−Γ} (factors ≤ e^{span}); serves the scores and, times e^{γ}, the state update
     if (any_w && one_gemm && !fused_exps) flat(sc.Einv).array() = flat(sc.Kc).array() * (-flat(sc.G).array()).exp();
