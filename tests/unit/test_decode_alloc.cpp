@@ -180,11 +180,12 @@ double rel_err(const linstate::tensor<float>& a, const linstate::tensor<double>&
 
 //! The recurrent kernel's paths, each against the fp64 reference. The diagonal family on states that
 //! stay in cache (a small decode call; a prefill of several tokens per sequence) runs its written and
-//! read steps by column blocks (kernels.hpp diagonal_step_blocked, V a multiple of 64, on AVX2 builds;
-//! zstep::diagonal_step, V a multiple of 16, on AVX-512 builds, which take it for streamed states too
-//! when V ≤ 128); a decode call whose states exceed driver.hpp's resident_states keeps the row sweep
-//! (AVX2; AVX-512 with V > 128). The delta rule runs zstep::delta_step on AVX-512 builds (V a multiple
-//! of 16: one block of ≤ 128 columns, or several), the row loops elsewhere.
+//! read steps by column blocks (kernels.hpp zstep::diagonal_step, V a multiple of the vector's 8 or 16
+//! floats: blocks of up to 64 columns on AVX2 builds, 128 on AVX-512 ones, which take it for streamed
+//! states too when V ≤ 128); a decode call whose states exceed driver.hpp's resident_states keeps the
+//! row sweep (AVX2; AVX-512 with V > 128). The delta rule runs zstep::delta_step (blocks of up to 32
+//! columns on AVX2, 128 on AVX-512: one block, several, a remainder block) where V is a multiple of
+//! the vector, the row loops elsewhere (V = 36; V = 40 on AVX-512 builds; builds without the kernels).
 template <class Spec>
 void check_recurrent_paths(index_t B, index_t T, index_t Hh, index_t KK, index_t VV) {
   CAPTURE(B);
@@ -208,14 +209,14 @@ void check_recurrent_paths(index_t B, index_t T, index_t Hh, index_t KK, index_t
 TEST_CASE("recurrent kernel: column-blocked steps (states in cache) and the row sweep against the fp64 reference") {
   CHECK(static_cast<double>(1 * 8 * 128 * 128) <= linstate::cpu_detail::resident_states);
   CHECK(static_cast<double>(64 * 8 * 128 * 128) > linstate::cpu_detail::resident_states);
-  for (index_t VV : {64, 128, 40}) {  // 40: not a multiple of 64, the row sweep throughout
+  for (index_t VV : {64, 128, 40, 36}) {  // 40: blocks of 8 on AVX2, the row sweep on AVX-512; 36: the row sweep
     check_recurrent_paths<gla>(1, 1, 8, 128, VV);         // a small decode step: blocked
     check_recurrent_paths<gla>(3, 17, 2, 64, VV);         // prefill, several tokens per sequence: blocked
     check_recurrent_paths<gla>(64, 1, 8, 128, VV);        // 2^23 state elements: the row sweep
     check_recurrent_paths<gla_scalar>(1, 1, 4, 32, VV);   // per-head decay
     check_recurrent_paths<gla_scalar>(2, 9, 2, 128, VV);
   }
-  for (index_t VV : {128, 64, 256, 48, 40}) {  // the delta rule: one block, several, a remainder block, none
+  for (index_t VV : {128, 64, 256, 48, 40, 36}) {  // the delta rule: one block, several, a remainder block, none
     check_recurrent_paths<gdn>(1, 1, 8, 128, VV);    // a small decode step
     check_recurrent_paths<gdn_l2>(3, 5, 2, 64, VV);  // several tokens per sequence, l2-normalised q and k
     check_recurrent_paths<gdn>(64, 1, 8, 128, VV);   // 2^23 state elements, streamed

@@ -220,8 +220,9 @@ void run(const cpu& be, const detail::problem_for<R>& pb, const inputs<Scalar>& 
   // The recurrent kernel's state stays in the core's caches from step to step when a task runs several
   // tokens of its sequence (its state reused token after token) or when all the call's states are
   // small (a small decode step, whose states the next step finds in cache): then the diagonal family
-  // runs the column-blocked step (kernels.hpp diagonal_step_blocked); a decode step that streams
-  // larger states from memory keeps the one sequential sweep per state.
+  // runs the column-blocked step (kernels.hpp zstep::diagonal_step); a decode step that streams
+  // larger states from memory keeps the one sequential sweep per state (on AVX-512 builds with V ≤ 128
+  // the blocked step is that sweep: one block per row).
   const bool resident = pb.tokens() > S || static_cast<double>(S * P * HV * K * V) <= resident_states;
   (void)nthreads;
   (void)parallel;

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../../concepts.hpp"
@@ -123,92 +124,79 @@ inline void l2normalize(float* x, index_t n) {
 }
 
 #if LINSTATE_GEMM_KERNEL
-//! One written and read step of the diagonal recurrence over the whole state, by column blocks of 64:
-//! h[a, j] = g[a]·h[a, j] + k[a]·v[j] ;  o[j] += q[a]·h[a, j], with the block's o in registers (the
-//! row-by-row loop loads and stores o for every row: 2 stores per 8 elements instead of 1). The same
-//! operations per element as that loop compiles to (h' = fma(h, g, k·v), o' = fma(h', q, o)), so the
-//! same bits. V a multiple of 64.
-inline void diagonal_step_blocked(float* __restrict hs, const float* __restrict g, const float* __restrict k,
-                                  const float* __restrict q, const float* __restrict v, float* __restrict o, index_t K,
-                                  index_t V) {
-  for (index_t jb = 0; jb < V; jb += 64) {
-    __m256 o0 = _mm256_loadu_ps(o + jb), o1 = _mm256_loadu_ps(o + jb + 8), o2 = _mm256_loadu_ps(o + jb + 16),
-           o3 = _mm256_loadu_ps(o + jb + 24), o4 = _mm256_loadu_ps(o + jb + 32), o5 = _mm256_loadu_ps(o + jb + 40),
-           o6 = _mm256_loadu_ps(o + jb + 48), o7 = _mm256_loadu_ps(o + jb + 56);
-    const float* vb = v + jb;
-    float* row = hs + jb;
-    for (index_t a = 0; a < K; ++a, row += V) {
-      const __m256 ga = _mm256_set1_ps(g[a]), ka = _mm256_set1_ps(k[a]), qa = _mm256_set1_ps(q[a]);
-#define LINSTATE_DIAG_COL(c)                                                                \
-  {                                                                                         \
-    __m256 kv = _mm256_mul_ps(ka, _mm256_loadu_ps(vb + 8 * c));                             \
-    gemm::keep_rounded(kv);                                                                 \
-    const __m256 h = _mm256_fmadd_ps(_mm256_loadu_ps(row + 8 * c), ga, kv);                 \
-    _mm256_storeu_ps(row + 8 * c, h);                                                       \
-    o##c = _mm256_fmadd_ps(h, qa, o##c);                                                    \
-  }
-      LINSTATE_DIAG_COL(0)
-      LINSTATE_DIAG_COL(1)
-      LINSTATE_DIAG_COL(2)
-      LINSTATE_DIAG_COL(3)
-      LINSTATE_DIAG_COL(4)
-      LINSTATE_DIAG_COL(5)
-      LINSTATE_DIAG_COL(6)
-      LINSTATE_DIAG_COL(7)
-#undef LINSTATE_DIAG_COL
-    }
-    _mm256_storeu_ps(o + jb, o0), _mm256_storeu_ps(o + jb + 8, o1), _mm256_storeu_ps(o + jb + 16, o2);
-    _mm256_storeu_ps(o + jb + 24, o3), _mm256_storeu_ps(o + jb + 32, o4), _mm256_storeu_ps(o + jb + 40, o5);
-    _mm256_storeu_ps(o + jb + 48, o6), _mm256_storeu_ps(o + jb + 56, o7);
-  }
-}
-#endif
-
-#if LINSTATE_GEMM_AVX512
-//! The recurrent kernel's steps on AVX-512 registers (issue 13, item 2): by column blocks of up to 128
-//! (NB ≤ 8 zmm of 16 lanes), each block's vector accumulators (o; the delta rule's hᵀk and u) held in
-//! registers over the K rows, where the row loops load and store them for every row. With V ≤ 128 a
-//! block is a whole row, so a step still sweeps the state once per pass, in order, as the row loops
-//! do. Per element the same operations as GCC compiles the row loops to (it contracts `a·x + b·y` into
-//! fma(x, a, b·y), `o += q·h` into fma(h, q, o) and `b·(v − d·s)` into b·fnmadd(d, s, v)), in the same
-//! order over the rows: the same bits (tests/unit/test_decode_alloc.cpp checks both paths against the
-//! fp64 reference; docs/benchmarks.md, "Issue 13, session 22", their bits against each other).
+//! The recurrent kernel's steps with their vector accumulators in registers (issue 13, sessions 9 and
+//! 22): by column blocks of NB vectors (zmm of 16 floats on AVX-512 builds, ymm of 8 on AVX2), each
+//! block's accumulators — o, and the delta rule's hᵀk, then u — held over the K rows, where the row
+//! loops load and store them for every row. Per element the same operations as GCC compiles the row
+//! loops to (it contracts `a·x + b·y` into fma(x, a, b·y), `o += q·h` into fma(h, q, o) and
+//! `b·(v − d·s)` into b·fnmadd(d, s, v)), in the same order over the rows: the same bits
+//! (tests/unit/test_decode_alloc.cpp checks every path against the fp64 reference; docs/benchmarks.md,
+//! "Issue 13, session 22", the paths' bits against each other). A diagonal block is up to 8 vectors
+//! (64 columns on AVX2, 128 on AVX-512: with V ≤ 128 a whole row, so a step still sweeps the state once,
+//! in order, and the driver takes it for streamed states too); a delta-rule block up to 8 zmm or 4 ymm
+//! (its update pass holds u and o: 2·NB of AVX2's 16 registers).
 namespace zstep {
-#define LINSTATE_Z8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-#define LINSTATE_ZDECL(n) __m512 n##0 = _mm512_setzero_ps(), n##1 = n##0, n##2 = n##0, n##3 = n##0, n##4 = n##0, \
-                                 n##5 = n##0, n##6 = n##0, n##7 = n##0
+#if LINSTATE_GEMM_AVX512
+struct vec {
+  using T = __m512;
+  static constexpr int lanes = 16, diagonal_nb = 8, delta_nb = 8;
+  static T zero() { return _mm512_setzero_ps(); }
+  static T set1(float x) { return _mm512_set1_ps(x); }
+  static T load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, T x) { _mm512_storeu_ps(p, x); }
+  static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
+  static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+  static T fnmadd(T a, T b, T c) { return _mm512_fnmadd_ps(a, b, c); }
+};
+#else
+struct vec {
+  using T = __m256;
+  static constexpr int lanes = 8, diagonal_nb = 8, delta_nb = 4;
+  static T zero() { return _mm256_setzero_ps(); }
+  static T set1(float x) { return _mm256_set1_ps(x); }
+  static T load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, T x) { _mm256_storeu_ps(p, x); }
+  static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
+  static T fmadd(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+  static T fnmadd(T a, T b, T c) { return _mm256_fnmadd_ps(a, b, c); }
+};
+#endif
+//! Floats per vector: V must be a multiple of it.
+inline constexpr int L = vec::lanes;
 
-//! The diagonal family's written and read step on columns [0, 16·NB) of the state rows at `row` (row
+#define LINSTATE_Z8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define LINSTATE_ZDECL(n) \
+  vec::T n##0 = vec::zero(), n##1 = n##0, n##2 = n##0, n##3 = n##0, n##4 = n##0, n##5 = n##0, n##6 = n##0, n##7 = n##0
+#define LINSTATE_ZLOAD(c) \
+  if constexpr (c < NB) o##c = vec::load(o + L * c);
+#define LINSTATE_ZSTORE(c) \
+  if constexpr (c < NB) vec::store(o + L * c, o##c);
+
+//! The diagonal family's written and read step on columns [0, L·NB) of the state rows at `row` (row
 //! stride V): h[a, j] = g[a]·h[a, j] + k[a]·v[j] ; o[j] += q[a]·h[a, j].
 template <int NB>
 inline void diagonal_block(float* __restrict row, const float* __restrict g, const float* __restrict k,
                            const float* __restrict q, const float* __restrict v, float* __restrict o, index_t K,
                            index_t V) {
   LINSTATE_ZDECL(o);
-#define LINSTATE_ZLOAD(c) \
-  if constexpr (c < NB) o##c = _mm512_loadu_ps(o + 16 * c);
   LINSTATE_Z8(LINSTATE_ZLOAD)
-#undef LINSTATE_ZLOAD
   for (index_t a = 0; a < K; ++a, row += V) {
-    const __m512 ga = _mm512_set1_ps(g[a]), ka = _mm512_set1_ps(k[a]), qa = _mm512_set1_ps(q[a]);
-#define LINSTATE_ZCOL(c)                                                        \
-  if constexpr (c < NB) {                                                       \
-    __m512 kv = _mm512_mul_ps(ka, _mm512_loadu_ps(v + 16 * c));                 \
-    gemm::keep_rounded(kv);                                                     \
-    const __m512 h = _mm512_fmadd_ps(_mm512_loadu_ps(row + 16 * c), ga, kv);    \
-    _mm512_storeu_ps(row + 16 * c, h);                                          \
-    o##c = _mm512_fmadd_ps(h, qa, o##c);                                        \
+    const vec::T ga = vec::set1(g[a]), ka = vec::set1(k[a]), qa = vec::set1(q[a]);
+#define LINSTATE_ZCOL(c)                                         \
+  if constexpr (c < NB) {                                        \
+    vec::T kv = vec::mul(ka, vec::load(v + L * c));              \
+    gemm::keep_rounded(kv);                                      \
+    const vec::T h = vec::fmadd(vec::load(row + L * c), ga, kv); \
+    vec::store(row + L * c, h);                                  \
+    o##c = vec::fmadd(h, qa, o##c);                              \
   }
     LINSTATE_Z8(LINSTATE_ZCOL)
 #undef LINSTATE_ZCOL
   }
-#define LINSTATE_ZSTORE(c) \
-  if constexpr (c < NB) _mm512_storeu_ps(o + 16 * c, o##c);
   LINSTATE_Z8(LINSTATE_ZSTORE)
-#undef LINSTATE_ZSTORE
 }
 
-//! The delta rule's step (SPEC §3.1) on columns [0, 16·NB) of the state rows at `row` (row stride V),
+//! The delta rule's step (SPEC §3.1) on columns [0, L·NB) of the state rows at `rows` (row stride V),
 //! with d = e^{g} and b = β (times the write weight):
 //!   s = hᵀk (read pass) ;  u = b·(v − d·s) ;  h[a, :] = d·h[a, :] + k[a]·u ;  o += q[a]·h[a, :] if `read`.
 template <int NB>
@@ -218,92 +206,85 @@ inline void delta_block(float* __restrict rows, const float* __restrict k, const
   LINSTATE_ZDECL(s);
   const float* row = rows;
   for (index_t a = 0; a < K; ++a, row += V) {
-    const __m512 ka = _mm512_set1_ps(k[a]);
+    const vec::T ka = vec::set1(k[a]);
 #define LINSTATE_ZDOT(c) \
-  if constexpr (c < NB) s##c = _mm512_fmadd_ps(ka, _mm512_loadu_ps(row + 16 * c), s##c);
+  if constexpr (c < NB) s##c = vec::fmadd(ka, vec::load(row + L * c), s##c);
     LINSTATE_Z8(LINSTATE_ZDOT)
 #undef LINSTATE_ZDOT
   }
-  const __m512 dd = _mm512_set1_ps(d), bb = _mm512_set1_ps(b);
+  const vec::T dd = vec::set1(d), bb = vec::set1(b);
 #define LINSTATE_ZU(c) \
-  if constexpr (c < NB) s##c = _mm512_mul_ps(bb, _mm512_fnmadd_ps(dd, s##c, _mm512_loadu_ps(v + 16 * c)));
+  if constexpr (c < NB) s##c = vec::mul(bb, vec::fnmadd(dd, s##c, vec::load(v + L * c)));
   LINSTATE_Z8(LINSTATE_ZU)  // s now holds u
 #undef LINSTATE_ZU
   float* __restrict w = rows;
   if (read) {
     LINSTATE_ZDECL(o);
-#define LINSTATE_ZLOAD(c) \
-  if constexpr (c < NB) o##c = _mm512_loadu_ps(o + 16 * c);
     LINSTATE_Z8(LINSTATE_ZLOAD)
-#undef LINSTATE_ZLOAD
     for (index_t a = 0; a < K; ++a, w += V) {
-      const __m512 ka = _mm512_set1_ps(k[a]), qa = _mm512_set1_ps(q[a]);
-#define LINSTATE_ZUPD(c)                                                        \
-  if constexpr (c < NB) {                                                       \
-    __m512 ku = _mm512_mul_ps(ka, s##c);                                        \
-    gemm::keep_rounded(ku);                                                     \
-    const __m512 h = _mm512_fmadd_ps(_mm512_loadu_ps(w + 16 * c), dd, ku);      \
-    _mm512_storeu_ps(w + 16 * c, h);                                            \
-    o##c = _mm512_fmadd_ps(h, qa, o##c);                                        \
+      const vec::T ka = vec::set1(k[a]), qa = vec::set1(q[a]);
+#define LINSTATE_ZUPD(c)                                       \
+  if constexpr (c < NB) {                                      \
+    vec::T ku = vec::mul(ka, s##c);                            \
+    gemm::keep_rounded(ku);                                    \
+    const vec::T h = vec::fmadd(vec::load(w + L * c), dd, ku); \
+    vec::store(w + L * c, h);                                  \
+    o##c = vec::fmadd(h, qa, o##c);                            \
   }
       LINSTATE_Z8(LINSTATE_ZUPD)
 #undef LINSTATE_ZUPD
     }
-#define LINSTATE_ZSTORE(c) \
-  if constexpr (c < NB) _mm512_storeu_ps(o + 16 * c, o##c);
     LINSTATE_Z8(LINSTATE_ZSTORE)
-#undef LINSTATE_ZSTORE
   } else {
     for (index_t a = 0; a < K; ++a, w += V) {
-      const __m512 ka = _mm512_set1_ps(k[a]);
-#define LINSTATE_ZUPD(c)                                                                             \
-  if constexpr (c < NB) {                                                                            \
-    __m512 ku = _mm512_mul_ps(ka, s##c);                                                             \
-    gemm::keep_rounded(ku);                                                                          \
-    _mm512_storeu_ps(w + 16 * c, _mm512_fmadd_ps(_mm512_loadu_ps(w + 16 * c), dd, ku));              \
+      const vec::T ka = vec::set1(k[a]);
+#define LINSTATE_ZUPD(c)                                             \
+  if constexpr (c < NB) {                                            \
+    vec::T ku = vec::mul(ka, s##c);                                  \
+    gemm::keep_rounded(ku);                                          \
+    vec::store(w + L * c, vec::fmadd(vec::load(w + L * c), dd, ku)); \
   }
       LINSTATE_Z8(LINSTATE_ZUPD)
 #undef LINSTATE_ZUPD
     }
   }
 }
+#undef LINSTATE_ZSTORE
+#undef LINSTATE_ZLOAD
 #undef LINSTATE_ZDECL
 #undef LINSTATE_Z8
 
-//! f(std::integral_constant<int, NB>{}, j0) over column blocks [j0, j0 + 16·NB) covering [0, V): blocks
-//! of 128, then one of the rest. V a multiple of 16.
-template <class F>
+//! f(std::integral_constant<int, NB>{}, j0) over column blocks [j0, j0 + L·NB) covering [0, V): blocks of
+//! Max vectors, then one of the rest. V a multiple of L.
+template <int Max, class F>
 inline void by_column_blocks(index_t V, F&& f) {
   index_t j = 0;
-  for (; j + 128 <= V; j += 128) f(std::integral_constant<int, 8>{}, j);
-  switch ((V - j) / 16) {
-    case 7: f(std::integral_constant<int, 7>{}, j); break;
-    case 6: f(std::integral_constant<int, 6>{}, j); break;
-    case 5: f(std::integral_constant<int, 5>{}, j); break;
-    case 4: f(std::integral_constant<int, 4>{}, j); break;
-    case 3: f(std::integral_constant<int, 3>{}, j); break;
-    case 2: f(std::integral_constant<int, 2>{}, j); break;
-    case 1: f(std::integral_constant<int, 1>{}, j); break;
-    default: break;
-  }
+  for (; j + L * Max <= V; j += L * Max) f(std::integral_constant<int, Max>{}, j);
+  const index_t rest = (V - j) / L;
+  [&]<int... N>(std::integer_sequence<int, N...>) {
+    (void)((rest == N + 1 ? (f(std::integral_constant<int, N + 1>{}, j), true) : false) || ...);
+  }(std::make_integer_sequence<int, Max - 1>{});
 }
 
 inline void diagonal_step(float* hs, const float* g, const float* k, const float* q, const float* v, float* o,
                           index_t K, index_t V) {
-  by_column_blocks(V, [&](auto nb, index_t j) { diagonal_block<nb()>(hs + j, g, k, q, v + j, o + j, K, V); });
+  by_column_blocks<vec::diagonal_nb>(
+      V, [&](auto nb, index_t j) { diagonal_block<nb()>(hs + j, g, k, q, v + j, o + j, K, V); });
 }
 inline void delta_step(float* hs, const float* k, const float* q, const float* v, float* o, float d, float b,
                        bool read, index_t K, index_t V) {
-  by_column_blocks(V, [&](auto nb, index_t j) { delta_block<nb()>(hs + j, k, q, v + j, o + j, d, b, read, K, V); });
+  by_column_blocks<vec::delta_nb>(
+      V, [&](auto nb, index_t j) { delta_block<nb()>(hs + j, k, q, v + j, o + j, d, b, read, K, V); });
 }
 }  // namespace zstep
 #endif
 
 //! Per-thread scratch of the recurrent kernel (sized once per task, never per token).
 struct recurrent_scratch {
-  //! The diagonal family's written and read steps by column blocks (diagonal_step_blocked): set by the
+  //! The diagonal family's written and read steps by column blocks (zstep::diagonal_step): set by the
   //! driver for calls whose states stay in this core's caches from step to step (small decode calls);
-  //! a call that streams its states from memory keeps the row-by-row pass (one sequential sweep).
+  //! a call that streams its states from memory keeps the row-by-row pass (one sequential sweep), but on
+  //! AVX-512 builds with V ≤ 128, where one block is a whole row.
   bool blocked = false;
   std::vector<float> q, k, v, hk, u;
   // e^{g}: aligned to Eigen's packet alignment, so that its vectorised exp (which starts with scalar
@@ -354,8 +335,8 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
       if (D::l2norm_qk) l2normalize(k, K);
       const float decay = std::exp(detail::to_float(D::log_decay(src.g + t * HV + tg.hv, 0)));
       const float b = D::write_strength(detail::to_float(src.beta[t * HV + tg.hv]), cw);  // SPEC §11 C9: the write gate scales β
-#if LINSTATE_GEMM_AVX512
-      if (V % 16 == 0) {  // the same operations with the accumulators in registers (zstep)
+#if LINSTATE_GEMM_KERNEL
+      if (V % zstep::L == 0) {  // the same operations with the accumulators in registers (zstep)
         zstep::delta_step(hs, k, q, v, o, decay, b, r, K, V);
         continue;
       }
@@ -392,15 +373,10 @@ void run_recurrent(const problem& pb, const source<Scalar>& src, const stream& s
       }
 #if LINSTATE_GEMM_KERNEL
       if constexpr (!decay_none<D>) {
-#if LINSTATE_GEMM_AVX512
-        // V ≤ 128: one block per row, a single sweep, so states streamed from memory take it too
-        if (r && V % 16 == 0 && (sc.blocked || V <= 128)) {
+        // states in cache: column blocks (zstep); on AVX-512 builds with V ≤ 128 a block is a whole row, one
+        // sweep, so states streamed from memory take it too
+        if (r && V % zstep::L == 0 && (sc.blocked || (LINSTATE_GEMM_AVX512 && V <= 128))) {
           zstep::diagonal_step(hs, g, k, q, v, o, K, V);
-          continue;
-        }
-#endif
-        if (r && sc.blocked && V % 64 == 0) {
-          diagonal_step_blocked(hs, g, k, q, v, o, K, V);
           continue;
         }
       }
