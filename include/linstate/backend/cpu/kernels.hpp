@@ -198,11 +198,10 @@ inline void diagonal_block(float* __restrict row, const float* __restrict g, con
 
 //! The delta rule's step (SPEC §3.1) on columns [0, L·NB) of the state rows at `rows` (row stride V),
 //! with d = e^{g} and b = β (times the write weight):
-//!   s = hᵀk (read pass) ;  u = b·(v − d·s) ;  h[a, :] = d·h[a, :] + k[a]·u ;  o += q[a]·h[a, :] if `read`.
-template <int NB>
+//!   s = hᵀk (read pass) ;  u = b·(v − d·s) ;  h[a, :] = d·h[a, :] + k[a]·u ;  o += q[a]·h[a, :] if Read.
+template <int NB, bool Read>
 inline void delta_block(float* __restrict rows, const float* __restrict k, const float* __restrict q,
-                        const float* __restrict v, float* __restrict o, float d, float b, bool read, index_t K,
-                        index_t V) {
+                        const float* __restrict v, float* __restrict o, float d, float b, index_t K, index_t V) {
   LINSTATE_ZDECL(s);
   const float* row = rows;
   for (index_t a = 0; a < K; ++a, row += V) {
@@ -217,36 +216,26 @@ inline void delta_block(float* __restrict rows, const float* __restrict k, const
   if constexpr (c < NB) s##c = vec::mul(bb, vec::fnmadd(dd, s##c, vec::load(v + L * c)));
   LINSTATE_Z8(LINSTATE_ZU)  // s now holds u
 #undef LINSTATE_ZU
-  float* __restrict w = rows;
-  if (read) {
-    LINSTATE_ZDECL(o);
+  LINSTATE_ZDECL(o);
+  if constexpr (Read) {
     LINSTATE_Z8(LINSTATE_ZLOAD)
-    for (index_t a = 0; a < K; ++a, w += V) {
-      const vec::T ka = vec::set1(k[a]), qa = vec::set1(q[a]);
+  }
+  float* __restrict w = rows;
+  for (index_t a = 0; a < K; ++a, w += V) {
+    const vec::T ka = vec::set1(k[a]), qa = vec::set1(Read ? q[a] : 0.f);
 #define LINSTATE_ZUPD(c)                                       \
   if constexpr (c < NB) {                                      \
     vec::T ku = vec::mul(ka, s##c);                            \
     gemm::keep_rounded(ku);                                    \
     const vec::T h = vec::fmadd(vec::load(w + L * c), dd, ku); \
     vec::store(w + L * c, h);                                  \
-    o##c = vec::fmadd(h, qa, o##c);                            \
+    if constexpr (Read) o##c = vec::fmadd(h, qa, o##c);        \
   }
-      LINSTATE_Z8(LINSTATE_ZUPD)
+    LINSTATE_Z8(LINSTATE_ZUPD)
 #undef LINSTATE_ZUPD
-    }
+  }
+  if constexpr (Read) {
     LINSTATE_Z8(LINSTATE_ZSTORE)
-  } else {
-    for (index_t a = 0; a < K; ++a, w += V) {
-      const vec::T ka = vec::set1(k[a]);
-#define LINSTATE_ZUPD(c)                                             \
-  if constexpr (c < NB) {                                            \
-    vec::T ku = vec::mul(ka, s##c);                                  \
-    gemm::keep_rounded(ku);                                          \
-    vec::store(w + L * c, vec::fmadd(vec::load(w + L * c), dd, ku)); \
-  }
-      LINSTATE_Z8(LINSTATE_ZUPD)
-#undef LINSTATE_ZUPD
-    }
   }
 }
 #undef LINSTATE_ZSTORE
@@ -273,8 +262,10 @@ inline void diagonal_step(float* hs, const float* g, const float* k, const float
 }
 inline void delta_step(float* hs, const float* k, const float* q, const float* v, float* o, float d, float b,
                        bool read, index_t K, index_t V) {
-  by_column_blocks<vec::delta_nb>(
-      V, [&](auto nb, index_t j) { delta_block<nb()>(hs + j, k, q, v + j, o + j, d, b, read, K, V); });
+  by_column_blocks<vec::delta_nb>(V, [&](auto nb, index_t j) {
+    if (read) delta_block<nb(), true>(hs + j, k, q, v + j, o + j, d, b, K, V);
+    else delta_block<nb(), false>(hs + j, k, q, v + j, o + j, d, b, K, V);
+  });
 }
 }  // namespace zstep
 #endif
