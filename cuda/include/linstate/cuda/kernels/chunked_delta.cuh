@@ -61,6 +61,7 @@
 // the float4 staging); other shapes run the recurrent kernels.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -102,22 +103,34 @@ struct delta_params : chunk_bwd_params<Dev> {
   float* dO32 = nullptr;   // [chunks, HV, C, V]
   float* dVn = nullptr;    // [chunks, HV, C, V]
   float* ws = nullptr;     // [chunks, HV, C, 2K + V]
+  // bf16 copies for the backward's tensor-core scans (chunked_delta_tc.cuh), written by delta_prep_kernel
+  // where set (bind_delta_buffers with bf16_copies): W and A rounded once (round to nearest even, as the
+  // scans rounded them from the fp32 buffers before), the raw k rows of writing records and q rows of
+  // reading records (exact; 0 elsewhere) — so the scans copy contiguous 16-byte pieces and take their
+  // fragments by ldmatrix, with no record table, conversion or per-row branch per chunk
+  __nv_bfloat16* Wh = nullptr;  // [chunks, HV, C, K]
+  __nv_bfloat16* Ah = nullptr;  // [chunks, HV, C, C]
+  __nv_bfloat16* kh = nullptr;  // [chunks, HV, C, K]
+  __nv_bfloat16* qh = nullptr;  // [chunks, HV, C, K]
   float* dbeta = nullptr;  // [tokens, HV, Rw]
   Dev* dbeta_out = nullptr;  // [tokens, HV]: the direct store of dbeta (one slot; as chunk_bwd_params::dq_out)
 };
 
 //! Floats of scratch per chunk and value head besides the states (hbuf) and their adjoints (dbuf):
-//! forward only, or forward + backward.
-inline std::size_t delta_chunk_floats(index_t K, index_t V, bool backward) {
+//! forward only, or forward + backward (with the bf16 copies of the tensor-core scans: bf16_copies).
+inline std::size_t delta_chunk_floats(index_t K, index_t V, bool backward, bool bf16_copies = false) {
   const std::size_t C = chunk_len, k = static_cast<std::size_t>(K), v = static_cast<std::size_t>(V);
   std::size_t f = 3 * C * k + 2 * C * v + 2 * C * C + 4 * C;
   if (backward) f += 2 * C * v + C * (2 * k + v);
+  if (backward && bf16_copies) f += (3 * C * k + C * C) / 2;  // Wh, kh, qh [C,K] and Ah [C,C] in bf16 (C even)
   return f;
 }
 
-//! Points the per-chunk buffers of `d` into `base` (delta_chunk_floats(K, V, backward) × chunks × HV floats).
+//! Points the per-chunk buffers of `d` into `base` (delta_chunk_floats(K, V, backward, bf16_copies) ×
+//! chunks × HV floats; every buffer starts on 16 bytes: its size per chunk is a multiple of 4 floats).
 template <class Dev>
-void bind_delta_buffers(delta_params<Dev>& d, float* base, index_t chunks, index_t HV, index_t K, index_t V, bool backward) {
+void bind_delta_buffers(delta_params<Dev>& d, float* base, index_t chunks, index_t HV, index_t K, index_t V, bool backward,
+                        bool bf16_copies = false) {
   const index_t u = chunks * HV, C = chunk_len;
   auto take = [&](index_t n) { float* x = base; base += u * n; return x; };
   d.kn = take(C * K), d.qn = take(C * K), d.W = take(C * K);
@@ -125,6 +138,10 @@ void bind_delta_buffers(delta_params<Dev>& d, float* base, index_t chunks, index
   d.Tm = take(C * C), d.A = take(C * C);
   d.G = take(C), d.b = take(C), d.kinv = take(C), d.qinv = take(C);
   if (backward) d.dO32 = take(C * V), d.dVn = take(C * V), d.ws = take(C * (2 * K + V));
+  if (backward && bf16_copies) {
+    auto take_h = [&](index_t n) { return reinterpret_cast<__nv_bfloat16*>(take(n / 2)); };  // n even
+    d.Wh = take_h(C * K), d.kh = take_h(C * K), d.qh = take_h(C * K), d.Ah = take_h(C * C);
+  }
 }
 
 namespace delta_detail {
@@ -501,7 +518,9 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
     const float ik = p.l2norm ? 1.f / sqrtf(sk + 1e-6f) : 1.f, iq = p.l2norm ? 1.f / sqrtf(sq + 1e-6f) : 1.f;
     const float rr = recs[i].r;
     for (int a = lane; a < K; a += 32) {
-      const float kh = Ks[i * lk + a] * ik, qh = Qs[i * lk + a] * iq;
+      const float kr = Ks[i * lk + a], qr = Qs[i * lk + a];
+      if (p.kh) p.kh[o.ck + i * K + a] = __float2bfloat16_rn(kr), p.qh[o.ck + i * K + a] = __float2bfloat16_rn(qr);  // exact
+      const float kh = kr * ik, qh = qr * iq;
       Ks[i * lk + a] = kh, Qs[i * lk + a] = qh * rr;
       p.kn[o.ck + i * K + a] = kh, p.qn[o.ck + i * K + a] = qh;
     }
@@ -558,7 +577,9 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
   __syncthreads();
   for (int e = tid; e < C * C; e += nt) {
     const int i = e / C, j = e % C;
-    p.A[o.cc + e] = j <= i ? Lm[i * ldc + j] * __expf(G[i] - G[j]) : 0.f;  // (Lm's tiles above the diagonal: not computed)
+    const float a = j <= i ? Lm[i * ldc + j] * __expf(G[i] - G[j]) : 0.f;  // (Lm's tiles above the diagonal: not computed)
+    p.A[o.cc + e] = a;
+    if (p.Ah) p.Ah[o.cc + e] = __float2bfloat16_rn(a);
   }
   // W = T diag(b e^G) K̂
   for (int e = tid; e < C * K; e += nt) {
@@ -567,6 +588,15 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
   }
   __syncthreads();
   tile_mma_f32<Dev, row_major_t, row_major_t>(p.W + o.ck, K, Tm, ldc, Ks, lk, C, K, C, false, x3_a_lower);  // T lower triangular
+  if (p.Wh) {  // W in bf16, read back from the block's own stores (visible after the barrier)
+    __syncthreads();
+    const auto* w4 = reinterpret_cast<const float4*>(p.W + o.ck);
+    auto* wh2 = reinterpret_cast<__nv_bfloat162*>(p.Wh + o.ck);
+    for (int e = tid; e < C * K / 4; e += nt) {
+      const float4 x = w4[e];
+      wh2[2 * e] = __floats2bfloat162_rn(x.x, x.y), wh2[2 * e + 1] = __floats2bfloat162_rn(x.z, x.w);
+    }
+  }
   // U = T diag(b) V, 64 columns at a time
   constexpr int lv = delta_out_tile + 4;
   for (int j0 = 0; j0 < V; j0 += delta_out_tile) {

@@ -734,8 +734,14 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delt
 // delta_tc_bscan_warps; 4 before session 13: the per-chunk step is latency-bound, and more warps
 // shorten each warp's chain of products), D held in mma accumulator fragments for the whole stream
 // (warp w: row tile w % 8 of K, both 8-column halves at 8 warps, half w / 8 at 16), the next
-// chunk's W, A, q, k rows, dO tile and G, 1/‖k‖, 1/‖q‖ copied by cp.async (double buffered, the q, k
-// and dO rows gathered through the record table) while this chunk computes. Writes what the exact
+// chunk's W, A, q, k rows, dO tile and G, 1/‖k‖, 1/‖q‖ copied by cp.async (double buffered; only the
+// dO rows gathered through the record table) while this chunk computes. W, A and the q, k rows come
+// from the bf16 copies delta_prep_kernel writes for this pass (delta_params::Wh, Ah, qh, kh: W and A
+// rounded there exactly as this kernel rounded its fp32 copies before, the raw rows gathered and
+// zeroed there), so every operand fragment is one ldmatrix (.trans for Aᵀ, Wᵀ, qᵀ and dO) and a chunk's
+// copies are contiguous 16-byte pieces; before, the fp32 W and A were read transposed 32 bits at a
+// time and rounded, and the q, k rows gathered per record (a third of the kernel's instructions:
+// docs/benchmarks.md, "Issue 11, session 21"; the same bits either way). Writes what the exact
 // kernel writes: D of each chunk (dbuf), the chunk's dO rows in fp32 (dO32), dVn, and the last D
 // (∂L/∂h0).
 
@@ -747,6 +753,8 @@ __device__ __forceinline__ unsigned pack2(dtc_bf16 x0, dtc_bf16 x1) {
   return static_cast<unsigned>(__bfloat16_as_ushort(x0)) | (static_cast<unsigned>(__bfloat16_as_ushort(x1)) << 16);
 }
 __device__ __forceinline__ unsigned ld32(const dtc_bf16* x) { return *reinterpret_cast<const unsigned*>(x); }
+//! Two B fragments [2][2] as the four registers of one ldmatrix.x4.
+__device__ __forceinline__ unsigned (&as4(unsigned (&b)[2][2]))[4] { return *reinterpret_cast<unsigned(*)[4]>(&b[0][0]); }
 //! x → bf16(x) (round to nearest even) at dst[at].
 __device__ __forceinline__ void store_bf16(float x, dtc_bf16* dst, int at) { dst[at] = __float2bfloat16_rn(x); }
 //! A thread's share of a block-wide copy of rows of `per_row` 16-byte pieces: piece `col` of rows
@@ -769,8 +777,8 @@ struct delta_tc_rscan_smem {
     using namespace dtc_detail;
     const std::size_t C = chunk_len;
     Ws = 0;
-    As = Ws + up128(C * delta_detail::ldk(K) * sizeof(float));
-    Kr = As + up128(C * ldf * sizeof(float));
+    As = Ws + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    Kr = As + up128(C * lc16 * sizeof(dtc_bf16));
     Qr = Kr + up128(C * ldb16(K) * sizeof(dtc_bf16));
     dO = Qr + up128(C * ldb16(K) * sizeof(dtc_bf16));
     G = dO + up128(C * ls16 * sizeof(dtc_bf16));
@@ -802,7 +810,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   constexpr int HH = 16 / NW;             // 8-column halves per warp in the D update (2 or 1)
   constexpr int NQ = NW * 32 / C, CQ = TS / NQ;  // dO rows: NQ threads per record, CQ columns each
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lw = ldk(K), lb = ldb16(K), k8 = K / 8, nkt = K / 16;
+  const int K = p.K, V = p.V, HV = p.HV, lb = ldb16(K), k8 = K / 8, nkt = K / 16;
   const delta_tc_rscan_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
@@ -826,33 +834,29 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   // not read / write are zeros (plain stores, visible after the barrier that follows the wait). Each
   // thread copies the same columns of the same rows every chunk (copy_map, formed once: no division
   // or row arithmetic per chunk, which before session 21 were a third of the kernel's instructions).
-  const copy_map mw(K / 4, tid, nt), ma(C / 4, tid, nt), mk(k8, tid, nt), mo(TS / 8, tid, nt);
+  const copy_map mw(k8, tid, nt), ma(C / 8, tid, nt), mo(TS / 8, tid, nt);
   auto issue = [&](index_t c, int b) {
     const at_chunk o(c, hv, HV, K, V);
     const chunk_record* rc = recs_of(b);
-    auto* Ws = reinterpret_cast<float*>(at_buf(b, L.Ws));
-    auto* As = reinterpret_cast<float*>(at_buf(b, L.As));
+    auto* Ws = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Ws));
+    auto* As = reinterpret_cast<dtc_bf16*>(at_buf(b, L.As));
     auto* Kr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Kr));
     auto* Qr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Qr));
     auto* dO = reinterpret_cast<dtc_bf16*>(at_buf(b, L.dO));
     const uint4 z{0u, 0u, 0u, 0u};
-    {
-      const float* from = p.W + o.ck + 4 * mw.col;
-      float* to = Ws + 4 * mw.col;
-      for (int i = mw.row0; i < C; i += mw.rows) cp_async16(to + i * lw, from + i * K);
+    {  // W, k and q rows: the prep's bf16 copies (k, q gathered and zeroed there), [C][K] each
+      const index_t from = o.ck + 8 * mw.col;
+      const int to = 8 * mw.col;
+      for (int i = mw.row0; i < C; i += mw.rows) {
+        cp_async16(Ws + to + i * lb, p.Wh + from + i * K);
+        cp_async16(Kr + to + i * lb, p.kh + from + i * K);
+        cp_async16(Qr + to + i * lb, p.qh + from + i * K);
+      }
     }
     {
-      const float* from = p.A + o.cc + 4 * ma.col;
-      float* to = As + 4 * ma.col;
-      for (int i = ma.row0; i < C; i += ma.rows) cp_async16(to + i * ldf, from + i * C);
-    }
-    for (int i = mk.row0; i < C; i += mk.rows) {
-      const chunk_record& r = rc[i];
-      const int a = 8 * mk.col;
-      if (r.wr) cp_async16(Kr + i * lb + a, src.k + r.qk + a);
-      else *reinterpret_cast<uint4*>(Kr + i * lb + a) = z;
-      if (r.rd) cp_async16(Qr + i * lb + a, src.q + r.qk + a);
-      else *reinterpret_cast<uint4*>(Qr + i * lb + a) = z;
+      const dtc_bf16* from = p.Ah + o.cc + 8 * ma.col;
+      dtc_bf16* to = As + 8 * ma.col;
+      for (int i = ma.row0; i < C; i += ma.rows) cp_async16(to + i * lc16, from + i * C);
     }
     for (int i = mo.row0; i < C; i += mo.rows) {
       const chunk_record& r = rc[i];
@@ -922,27 +926,26 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
     __syncthreads();  // (B) Dh, Sh, d ready; the records of chunk c − 1 loaded
     if (c > c0) issue(c - 1, b ^ 1);
     if (warp < 8) {  // dVn = Aᵀ dO + diag(d) (k D): rows 16(w % 4) … + 15, half w / 4
-      const auto* As = reinterpret_cast<const float*>(at_buf(b, L.As));
+      const auto* As = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.As));
       const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
       const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
       const int i0 = 16 * (warp & 3), hh = warp >> 2;
       float a1[4] = {0.f, 0.f, 0.f, 0.f}, a2[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-      for (int k0 = 0; k0 < C; k0 += 16) {  // Aᵀ(i, t) = A[t][i]
-        unsigned ah[4];
+      for (int k0 = 0; k0 < C; k0 += 32) {  // Aᵀ(i, t) = A[t][i] by ldmatrix.trans (as qᵀ below), two k-steps
+        unsigned ah[2][4], bo[2][2];
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {  // rows i0 + g (+ 8 for odd r), columns k0 + t2 (+ 8 for r ≥ 2)
-          const int i = i0 + g + 8 * (r & 1), t = k0 + t2 + 8 * (r >> 1);
-          ah[r] = bf2(As[t * ldf + i], As[(t + 1) * ldf + i]);
-        }
-        const int j = 8 * hh + g, t = k0 + t2;
-        const unsigned bo[2] = {pack2(dO[t * ls16 + j], dO[(t + 1) * ls16 + j]), pack2(dO[(t + 8) * ls16 + j], dO[(t + 9) * ls16 + j])};
-        mma_bf16_16816(a1, ah, bo);
+        for (int s2 = 0; s2 < 2; ++s2)
+          ldsm_x4_trans(ah[s2], As + (k0 + 16 * s2 + (lane & 7) + 8 * (lane >> 4)) * lc16 + i0 + 8 * ((lane >> 3) & 1));
+        // dO(t, j) [t rows: the inner index]: block l / 8 of lane l is rows k0 + 8(l / 8) …, columns 8 hh …:
+        // bo[0] the first k-step's B fragment, bo[1] the second's
+        ldsm_x4_trans(as4(bo), dO + (k0 + lane) * ls16 + 8 * hh);
+        mma_bf16_16816(a1, ah[0], bo[0]);
+        mma_bf16_16816(a1, ah[1], bo[1]);
       }
       for (int k0 = 0; k0 < K; k0 += 16) {  // k D
-        unsigned ka[4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) ka[r] = ld32(Kr + (i0 + g + 8 * (r & 1)) * lb + k0 + t2 + 8 * (r >> 1));
+        unsigned ka[4];  // rows i0 + g (+ 8), columns k0 + t2 (+ 8) by ldmatrix
+        ldsm_x4(ka, Kr + (i0 + (lane & 15)) * lb + k0 + 8 * (lane >> 4));
         const int j = 8 * hh + g;
         const unsigned bh[2] = {ld32(Dh + j * lb + k0 + t2), ld32(Dh + j * lb + k0 + t2 + 8)};
         mma_bf16_16816(a2, ka, bh);
@@ -960,7 +963,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
     __syncthreads();  // (C) −dVn complete
     if (ownD) {  // D ← e^{G_C} D + qᵀ (diag(s) dO) − Wᵀ dVn on the warp's tile
       const float eg = __expf(Gc[C - 1]);
-      const auto* Ws = reinterpret_cast<const float*>(at_buf(b, L.Ws));
+      const auto* Ws = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Ws));
       const auto* Qr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Qr));
       const int a0 = 16 * tD;
 #pragma unroll
@@ -970,21 +973,25 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
 #pragma unroll
       for (int k0 = 0; k0 < C; k0 += 16) {
         unsigned qa[4], wh[4];
-        // qᵀ(a, i) = q[i][a] by ldmatrix.trans (as kᵀ in delta_tc_hstate_kernel); Wᵀ(a, i) = W[i][a]:
-        // rows a0 + g (+ 8), columns k0 + t2 (+ 8), rounded from fp32
-        ldsm_x4_trans(qa, Qr + (k0 + (lane & 7) + 8 * (lane >> 4)) * lb + a0 + 8 * ((lane >> 3) & 1));
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int a = a0 + g + 8 * (r & 1), i = k0 + t2 + 8 * (r >> 1);
-          wh[r] = bf2(Ws[i * lw + a], Ws[(i + 1) * lw + a]);
+        // qᵀ(a, i) = q[i][a] and Wᵀ(a, i) = W[i][a] by ldmatrix.trans (as kᵀ in delta_tc_hstate_kernel)
+        const int at_t = (k0 + (lane & 7) + 8 * (lane >> 4)) * lb + a0 + 8 * ((lane >> 3) & 1);
+        ldsm_x4_trans(qa, Qr + at_t);
+        ldsm_x4_trans(wh, Ws + at_t);
+        unsigned sh[HH][2], nh[HH][2];
+        if constexpr (HH == 2) {  // both halves' B fragments by one ldmatrix each: block l / 8 of lane l is
+                                  // rows 8(hD + l / 16) …, columns k0 + 8((l / 8) % 2) …
+          const int at_b = (8 * hD + (lane & 7) + 8 * (lane >> 4)) * lc16 + k0 + 8 * ((lane >> 3) & 1);
+          ldsm_x4(as4(sh), Sh + at_b);
+          ldsm_x4(as4(nh), Nh + at_b);
+        } else {
+          const int j = 8 * hD + g, i = k0 + t2;
+          sh[0][0] = ld32(Sh + j * lc16 + i), sh[0][1] = ld32(Sh + j * lc16 + i + 8);
+          nh[0][0] = ld32(Nh + j * lc16 + i), nh[0][1] = ld32(Nh + j * lc16 + i + 8);
         }
 #pragma unroll
         for (int x = 0; x < HH; ++x) {
-          const int j = 8 * (hD + x) + g, i = k0 + t2;
-          const unsigned sh[2] = {ld32(Sh + j * lc16 + i), ld32(Sh + j * lc16 + i + 8)};
-          const unsigned nh[2] = {ld32(Nh + j * lc16 + i), ld32(Nh + j * lc16 + i + 8)};
-          mma_bf16_16816(Dr[x], qa, sh);
-          mma_bf16_16816(Dr[x], wh, nh);
+          mma_bf16_16816(Dr[x], qa, sh[x]);
+          mma_bf16_16816(Dr[x], wh, nh[x]);
         }
       }
     }
@@ -1008,23 +1015,23 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
 // W and U (fp32) from delta_prep_kernel, the raw bf16 rows of k as the exact operand, W, S and diag(d) Vn
 // rounded to bf16 as operands (split into hi + lo pairs before session 21), fp32 accumulators; S held
 // in accumulator fragments for the whole stream (the reverse scan's warp map: 8 or 16 warps), the next
-// chunk's W, U tile, k rows, G and 1/‖k‖ copied by cp.async (double buffered). Writes what the exact
+// chunk's W, U tile, k rows, G and 1/‖k‖ copied by cp.async (double buffered; W and the k rows from the
+// prep's bf16 copies, as in the reverse scan: no record table here). Writes what the exact
 // kernel writes for the backward: S entering each chunk (hbuf, fp32) and Vn (fp32); the final state
 // only where state_out is set.
 
 struct delta_tc_hstate_smem {
-  std::size_t Ws, Ub, Kr, G, ki, recs, per;  // one chunk's buffer (two of them)
-  std::size_t Sh, Yh, dv, bytes;             // single: −S and diag(d) Vn in bf16 (transposed), d
+  std::size_t Ws, Ub, Kr, G, ki, per;  // one chunk's buffer (two of them)
+  std::size_t Sh, Yh, dv, bytes;       // single: −S and diag(d) Vn in bf16 (transposed), d
   __host__ __device__ explicit delta_tc_hstate_smem(int K) {
     using namespace dtc_detail;
     const std::size_t C = chunk_len;
     Ws = 0;
-    Ub = Ws + up128(C * delta_detail::ldk(K) * sizeof(float));
+    Ub = Ws + up128(C * ldb16(K) * sizeof(dtc_bf16));
     Kr = Ub + up128(C * lst * sizeof(float));
     G = Kr + up128(C * ldb16(K) * sizeof(dtc_bf16));
     ki = G + up128(C * sizeof(float));
-    recs = ki + up128(C * sizeof(float));
-    per = recs + up128(C * sizeof(chunk_record));
+    per = ki + up128(C * sizeof(float));
     const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * ldb16(K) * sizeof(dtc_bf16));
     const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
     Sh = 2 * per, Yh = Sh + tk, dv = Yh + tc;
@@ -1045,49 +1052,41 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   constexpr int C = chunk_len, TS = dtc_scan_tile;
   constexpr int HH = 16 / NW;  // 8-column halves per warp in the S update (2 or 1)
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lw = ldk(K), lb = ldb16(K), k8 = K / 8, nkt = K / 16;
+  const int K = p.K, V = p.V, HV = p.HV, lb = ldb16(K), k8 = K / 8, nkt = K / 16;
   const delta_tc_hstate_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int tS = warp & 7, hS = (warp >> 3) * HH;  // S update: row tile tS of K, halves hS … hS + HH − 1
   const bool ownS = tS < nkt;
-  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
   const int part = seg / p.S, s = seg % p.S;
   const int j0 = static_cast<int>(blockIdx.x) * TS;
   const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
   if (c0 == c1 && p.in_place) return;
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
   auto at_buf = [&](int b, std::size_t off) { return smem_raw + static_cast<std::size_t>(b) * L.per + off; };
-  auto recs_of = [&](int b) { return reinterpret_cast<chunk_record*>(at_buf(b, L.recs)); };
   auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lb]  −S (bf16), transposed
   auto* Yh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Yh);  // [16][lc16] diag(d) Vn (bf16), transposed
   float* dvec = reinterpret_cast<float*>(smem_raw + L.dv);  // [C] d
-  chunk_where at{};
-  device_source<Dev> src{};
-  if (c0 < c1) at = locate_chunk(p, c0), src = at.is_shared ? p.shr : p.main;  // one stream: the same for every chunk
-  const copy_map mw(K / 4, tid, nt), mu(TS / 4, tid, nt), mk(k8, tid, nt);  // as the reverse scan's
+  // no record table: the prep's bf16 copies of W and of the k rows (gathered and zeroed there) are [C][K]
+  const copy_map mw(k8, tid, nt), mu(TS / 4, tid, nt);  // as the reverse scan's
   auto issue = [&](index_t c, int b) {
     const at_chunk o(c, hv, HV, K, V);
-    const chunk_record* rc = recs_of(b);
-    auto* Ws = reinterpret_cast<float*>(at_buf(b, L.Ws));
+    auto* Ws = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Ws));
     auto* Ub = reinterpret_cast<float*>(at_buf(b, L.Ub));
     auto* Kr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Kr));
-    const uint4 z{0u, 0u, 0u, 0u};
     {
-      const float* from = p.W + o.ck + 4 * mw.col;
-      float* to = Ws + 4 * mw.col;
-      for (int i = mw.row0; i < C; i += mw.rows) cp_async16(to + i * lw, from + i * K);
+      const index_t from = o.ck + 8 * mw.col;
+      const int to = 8 * mw.col;
+      for (int i = mw.row0; i < C; i += mw.rows) {
+        cp_async16(Ws + to + i * lb, p.Wh + from + i * K);
+        cp_async16(Kr + to + i * lb, p.kh + from + i * K);
+      }
     }
     {
       const float* from = p.U + o.cv + j0 + 4 * mu.col;
       float* to = Ub + 4 * mu.col;
       for (int i = mu.row0; i < C; i += mu.rows) cp_async16(to + i * lst, from + static_cast<index_t>(i) * V);
-    }
-    for (int i = mk.row0; i < C; i += mk.rows) {
-      const chunk_record& r = rc[i];
-      const int a = 8 * mk.col;
-      if (r.wr) cp_async16(Kr + i * lb + a, src.k + r.qk + a);
-      else *reinterpret_cast<uint4*>(Kr + i * lb + a) = z;
     }
     if (tid < 2 * (C / 4)) {
       const int v = tid / (C / 4), q4 = (tid % (C / 4)) * 4;
@@ -1105,15 +1104,12 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
       const int a = 16 * tS + g + 8 * (e >> 1), j = 8 * (hS + x) + t2 + (e & 1);
       Sr[x][e] = (ownS && p.state_in) ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
     }
-  if (c0 < c1) load_records(p, c0, at, h, hv, recs_of(0));
-  __syncthreads();
   if (c0 < c1) issue(c0, 0);
   for (index_t c = c0; c < c1; ++c) {
     const int b = static_cast<int>((c - c0) & 1);
     const at_chunk o(c, hv, HV, K, V);
     cp_async_wait_all();
     __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
-    if (c + 1 < c1) load_records(p, c + 1, at, h, hv, recs_of(b ^ 1));
     const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
     // S entering this chunk: to hbuf, and −S in bf16 into Sh (transposed)
     if (ownS) {
@@ -1129,22 +1125,18 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
         }
     }
     if (tid < C) dvec[tid] = __expf(Gc[C - 1] - Gc[tid]) * reinterpret_cast<const float*>(at_buf(b, L.ki))[tid];
-    __syncthreads();  // (B) Sh, d ready; the records of chunk c + 1 loaded
+    __syncthreads();  // (B) Sh, d ready
     if (c + 1 < c1) issue(c + 1, b ^ 1);
     if (warp < 8) {  // Vn = U − W S: rows 16(w % 4) … + 15, half w / 4
-      const auto* Ws = reinterpret_cast<const float*>(at_buf(b, L.Ws));
+      const auto* Ws = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Ws));
       const auto* Ub = reinterpret_cast<const float*>(at_buf(b, L.Ub));
       const int i0 = 16 * (warp & 3), hh = warp >> 2;
       float acc[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[e] = Ub[(i0 + g + 8 * (e >> 1)) * lst + 8 * hh + t2 + (e & 1)];
       for (int k0 = 0; k0 < K; k0 += 16) {
-        unsigned wh[4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {  // rows i0 + g (+ 8 for odd r), columns k0 + t2 (+ 8 for r ≥ 2)
-          const float2 x = *reinterpret_cast<const float2*>(Ws + (i0 + g + 8 * (r & 1)) * lw + k0 + t2 + 8 * (r >> 1));
-          wh[r] = bf2(x.x, x.y);
-        }
+        unsigned wh[4];  // rows i0 + g (+ 8), columns k0 + t2 (+ 8) by ldmatrix
+        ldsm_x4(wh, Ws + (i0 + (lane & 15)) * lb + k0 + 8 * (lane >> 4));
         const int j = 8 * hh + g;
         const unsigned bh[2] = {ld32(Sh + j * lb + k0 + t2), ld32(Sh + j * lb + k0 + t2 + 8)};
         mma_bf16_16816(acc, wh, bh);
@@ -1318,10 +1310,11 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
 }
 
 //! Whether the tensor-core reverse scan takes this backward: delta_tc_supported's shapes and
-//! alignment, and dO 16-byte aligned (its rows are gathered by cp.async).
+//! alignment, dO 16-byte aligned (its rows are gathered by cp.async), and the bf16 copies the prep
+//! writes for the two scans bound (bind_delta_buffers with bf16_copies).
 template <class Dev>
 bool delta_tc_rscan_supported(const delta_params<Dev>& p) {
-  return delta_tc_supported(p) && reinterpret_cast<std::uintptr_t>(p.dO) % 16 == 0;
+  return delta_tc_supported(p) && reinterpret_cast<std::uintptr_t>(p.dO) % 16 == 0 && p.Wh && p.Ah && p.kh && p.qh;
 }
 
 //! Warps per block of the backward's two sequential passes (delta_tc_hstate_kernel,
