@@ -144,13 +144,10 @@ __device__ __forceinline__ chunk_where locate_chunk(const chunk_params<Dev>& p, 
   return at;
 }
 
-//! Threads [0, C) fill recs[i] for record i of chunk c.
+//! The record of token `tok` (the record table's entry, < 0: no token) in the chunk stream `at`.
 template <class Dev>
-__device__ __forceinline__ void load_records(const chunk_params<Dev>& p, index_t c, const chunk_where& at, int h, int hv,
-                                             chunk_record* recs) {
-  const int i = static_cast<int>(threadIdx.x);
-  if (i >= chunk_len) return;
-  chunk_record r{0, 0, p.rt.rec_tok[c * chunk_len + i], false, false, 0.f, 0.f, 0};
+__device__ __forceinline__ chunk_record record_of(const chunk_params<Dev>& p, int tok, const chunk_where& at, int h, int hv) {
+  chunk_record r{0, 0, tok, false, false, 0.f, 0.f, 0};
   if (r.tok >= 0) {
     r.qk = (static_cast<index_t>(r.tok) * p.H + h) * p.K;
     r.hv = static_cast<index_t>(r.tok) * p.HV + hv;
@@ -165,7 +162,15 @@ __device__ __forceinline__ void load_records(const chunk_params<Dev>& p, index_t
       r.slot = at.part;  // identity partitions hold the first slots in partition order
     }
   }
-  recs[i] = r;
+  return r;
+}
+
+//! Threads [0, C) fill recs[i] for record i of chunk c.
+template <class Dev>
+__device__ __forceinline__ void load_records(const chunk_params<Dev>& p, index_t c, const chunk_where& at, int h, int hv,
+                                             chunk_record* recs) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < chunk_len) recs[i] = record_of(p, p.rt.rec_tok[c * chunk_len + i], at, h, hv);
 }
 
 //! for e in [0, total): store(e, load(e)) over the block, the loads of `Batch` elements per thread

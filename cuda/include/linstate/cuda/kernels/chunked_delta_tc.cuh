@@ -882,7 +882,12 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
       const int a = 16 * tD + g + 8 * (e >> 1), j = 8 * (hD + x) + t2 + (e & 1);
       Dr[x][e] = (ownD && p.dht) ? p.dht[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
     }
+  // threads [0, C): the record table's entry of the chunk after the next one, loaded a step before its
+  // record is formed and stored (only the one load, and nothing that waits for it until then: its
+  // latency lies under a whole chunk's work instead of between barriers (A) and (B))
+  int tok_ahead = -1;
   if (c0 < c1) load_records(p, c1 - 1, at, h, hv, recs_of(0));
+  if (c1 - 2 >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c1 - 2) * C + tid];
   __syncthreads();
   if (c0 < c1) issue(c1 - 1, 0);
   for (index_t c = c1 - 1; c >= c0; --c) {
@@ -890,7 +895,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
     const at_chunk o(c, hv, HV, K, V);
     cp_async_wait_all();
     __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
-    if (c > c0) load_records(p, c - 1, at, h, hv, recs_of(b ^ 1));
+    if (c > c0 && tid < C) recs_of(b ^ 1)[tid] = record_of(p, tok_ahead, at, h, hv);  // chunk c − 1's
     const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
     // D of this chunk: to dbuf, and in bf16 into Dh (transposed) for Kd D
     if (ownD) {
@@ -923,8 +928,9 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
 #pragma unroll
       for (int jj = 0; jj < CQ; ++jj) store_bf16(si * x[jj], Sh, (q0 + jj) * lc16 + i);
     }
-    __syncthreads();  // (B) Dh, Sh, d ready; the records of chunk c − 1 loaded
+    __syncthreads();  // (B) Dh, Sh, d ready; the records of chunk c − 1 stored
     if (c > c0) issue(c - 1, b ^ 1);
+    if (c - 2 >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c - 2) * C + tid];
     if (warp < 8) {  // dVn = Aᵀ dO + diag(d) (k D): rows 16(w % 4) … + 15, half w / 4
       const auto* As = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.As));
       const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
