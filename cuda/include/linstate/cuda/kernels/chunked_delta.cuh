@@ -18,7 +18,9 @@
 // Forward, three kernels:
 //   1. delta_prep_kernel   (per chunk, value head): k̂, q̂, b, G, T, A, W, U — everything that does not
 //      depend on the state — into per-chunk buffers; two blocks per SM (≈ 105 KB of shared memory at
-//      K = 128), the gathered k, q, v rows by 16-byte loads where the inputs allow;
+//      K = 128), the gathered k, q, v rows by 16-byte loads where the inputs allow; in the backward of
+//      bf16 inputs also bf16 copies of W, A and the raw k, q rows (delta_params::Wh, Ah, kh, qh) for the
+//      two tensor-core scans of chunked_delta_tc.cuh (session 23);
 //   2. delta_state_kernel  (per stream, value head, 16-column V tile; sequential over the stream's
 //      chunks): stores S entering each chunk, Vn = U − W S, S ← S' ; the last S is the final state;
 //   3. delta_output_kernel (per chunk, value head, 64-column V tile): O = diag(e^G) Q S + A Vn.
@@ -56,7 +58,8 @@
 //
 // Scratch (fp32, per chunk and value head): k̂, q̂, W [C,K]; U, Vn [C,V]; T, A [C,C]; G, b, 1/‖k‖,
 // 1/‖q‖ [C]; S [K,V]; the backward adds D [K,V], dO, dVn [C,V] and a workspace [C, 2K + V] (the
-// gradient kernel's dQg and the products dB_U, −dB_W of its WY adjoint).
+// gradient kernel's dQg and the products dB_U, −dB_W of its WY adjoint), and for bf16 inputs the bf16
+// copies W, k, q [C,K] and A [C,C] (delta_chunk_floats' bf16_copies).
 // Requirements (delta_chunked_supported): K ≤ 128, K and V multiples of 4 (tile_mma's fp32 tiles and
 // the float4 staging); other shapes run the recurrent kernels.
 #pragma once
