@@ -828,8 +828,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   auto* Nh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Nh);  // [16][lc16] −dVn (bf16), transposed
   float* dvec = reinterpret_cast<float*>(smem_raw + L.dv);  // [C] d
   chunk_where at{};
-  device_source<Dev> src{};
-  if (c0 < c1) at = locate_chunk(p, c0), src = at.is_shared ? p.shr : p.main;  // one stream: the same for every chunk
+  if (c0 < c1) at = locate_chunk(p, c0);  // one stream: the same for every chunk
   // chunk c's tiles into buffer b (its records there already), one commit group; rows a record does
   // not read / write are zeros (plain stores, visible after the barrier that follows the wait). Each
   // thread copies the same columns of the same rows every chunk (copy_map, formed once: no division
