@@ -468,7 +468,7 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
   const std::size_t at_gbuf = lay.add(delta || tc_bwd ? 0 : chunks * static_cast<std::size_t>(pb.HV * pb.K) * sizeof(float));
   const std::size_t at_cbuf = lay.add(delta ? 0 : chunks * static_cast<std::size_t>(pb.HV * KP) * sizeof(float));
   const std::size_t at_delta =
-      lay.add(delta ? chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats(pb.K, pb.V, true, std::is_same_v<Dev, __nv_bfloat16>) * sizeof(float) : 0);
+      lay.add(delta ? chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats<Dev>(pb.K, pb.V, true) * sizeof(float) : 0);
   std::size_t tc_bytes = 0, recompute_bytes = 0;
   if constexpr (tc_bwd) {
     tc_bytes = chunks * static_cast<std::size_t>(pb.HV) * bwd_tc_bytes(KP, static_cast<int>(pb.K), static_cast<int>(pb.V), routed);
@@ -554,8 +554,7 @@ void run_backward_chunked(const cuda& be, const detail::problem_for<R>& pb, cons
     delta_params<Dev> dp;
     static_cast<chunk_bwd_params<Dev>&>(dp) = c;
     dp.l2norm = D::l2norm_qk, dp.dbeta = pt.dbeta, dp.dbeta_out = direct(dir.beta, g.beta);
-    bind_delta_buffers(dp, reinterpret_cast<float*>(base + at_delta), rplan.max_chunks, pb.HV, pb.K, pb.V, true,
-                       std::is_same_v<Dev, __nv_bfloat16>);
+    bind_delta_buffers(dp, reinterpret_cast<float*>(base + at_delta), rplan.max_chunks, pb.HV, pb.K, pb.V, true);
     enqueue_delta_backward<D>(dp, stream, api);
   } else {
     enqueue_chunked_backward<D, Dev>(c, pt.dg != nullptr || c.dg_out != nullptr || c.dg_out0 != nullptr, /*recompute=*/kept == nullptr,

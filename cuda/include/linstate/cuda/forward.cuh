@@ -312,7 +312,7 @@ void run(const cuda& be, const detail::problem_for<R>& pb, const inputs<Scalar>&
   const std::size_t at_hsbuf =
       lay.add(diag_chunked && h16 && !keeping ? n_chunks * static_cast<std::size_t>(pb.HV * pb.K * pb.V) * sizeof(state_op_t<Dev>) : 0);
   const std::size_t at_delta =
-      lay.add(delta_chunked ? n_chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats(pb.K, pb.V, false) * sizeof(float) : 0);
+      lay.add(delta_chunked ? n_chunks * static_cast<std::size_t>(pb.HV) * delta_chunk_floats<Dev>(pb.K, pb.V, false) * sizeof(float) : 0);
   // generic: the state worked on when no final state is wanted
   const std::size_t at_gstate = lay.add(generic && state_out == nullptr ? static_cast<std::size_t>(pb.state_numel()) * sizeof(float) : 0);
   // the carry of a pipelined delta-rule forward (chunked_delta_tc.cuh) where the call writes no final state

@@ -59,7 +59,7 @@
 // Scratch (fp32, per chunk and value head): k̂, q̂, W [C,K]; U, Vn [C,V]; T, A [C,C]; G, b, 1/‖k‖,
 // 1/‖q‖ [C]; S [K,V]; the backward adds D [K,V], dO, dVn [C,V] and a workspace [C, 2K + V] (the
 // gradient kernel's dQg and the products dB_U, −dB_W of its WY adjoint), and for bf16 inputs the bf16
-// copies W, k, q [C,K] and A [C,C] (delta_chunk_floats' bf16_copies).
+// copies W, k, q [C,K] and A [C,C] (delta_bf16_copies).
 // Requirements (delta_chunked_supported): K ≤ 128, K and V multiples of 4 (tile_mma's fp32 tiles and
 // the float4 staging); other shapes run the recurrent kernels.
 #pragma once
@@ -107,7 +107,7 @@ struct delta_params : chunk_bwd_params<Dev> {
   float* dVn = nullptr;    // [chunks, HV, C, V]
   float* ws = nullptr;     // [chunks, HV, C, 2K + V]
   // bf16 copies for the backward's tensor-core scans (chunked_delta_tc.cuh), written by delta_prep_kernel
-  // where set (bind_delta_buffers with bf16_copies): W and A rounded once (round to nearest even, as the
+  // where set (bind_delta_buffers, for bf16 inputs: delta_bf16_copies): W and A rounded once (round to nearest even, as the
   // scans rounded them from the fp32 buffers before), the raw k rows of writing records and q rows of
   // reading records (exact; 0 elsewhere) — so the scans copy contiguous 16-byte pieces and take their
   // fragments by ldmatrix, with no record table, conversion or per-row branch per chunk
@@ -119,21 +119,27 @@ struct delta_params : chunk_bwd_params<Dev> {
   Dev* dbeta_out = nullptr;  // [tokens, HV]: the direct store of dbeta (one slot; as chunk_bwd_params::dq_out)
 };
 
+//! Whether the backward of Dev inputs keeps the bf16 copies of the tensor-core scans (Wh, Ah, kh, qh):
+//! bf16 inputs, the only ones those scans take. delta_chunk_floats sizes and bind_delta_buffers binds
+//! by it, so the two agree.
+template <class Dev>
+inline constexpr bool delta_bf16_copies = std::is_same_v<Dev, __nv_bfloat16>;
+
 //! Floats of scratch per chunk and value head besides the states (hbuf) and their adjoints (dbuf):
-//! forward only, or forward + backward (with the bf16 copies of the tensor-core scans: bf16_copies).
-inline std::size_t delta_chunk_floats(index_t K, index_t V, bool backward, bool bf16_copies = false) {
+//! forward only, or forward + backward (with the bf16 copies for bf16 inputs: delta_bf16_copies).
+template <class Dev>
+inline std::size_t delta_chunk_floats(index_t K, index_t V, bool backward) {
   const std::size_t C = chunk_len, k = static_cast<std::size_t>(K), v = static_cast<std::size_t>(V);
   std::size_t f = 3 * C * k + 2 * C * v + 2 * C * C + 4 * C;
   if (backward) f += 2 * C * v + C * (2 * k + v);
-  if (backward && bf16_copies) f += (3 * C * k + C * C) / 2;  // Wh, kh, qh [C,K] and Ah [C,C] in bf16 (C even)
+  if (backward && delta_bf16_copies<Dev>) f += (3 * C * k + C * C) / 2;  // Wh, kh, qh [C,K] and Ah [C,C] in bf16 (C even)
   return f;
 }
 
-//! Points the per-chunk buffers of `d` into `base` (delta_chunk_floats(K, V, backward, bf16_copies) ×
-//! chunks × HV floats; every buffer starts on 16 bytes: its size per chunk is a multiple of 4 floats).
+//! Points the per-chunk buffers of `d` into `base` (delta_chunk_floats<Dev>(K, V, backward) × chunks ×
+//! HV floats; every buffer starts on 16 bytes: its size per chunk is a multiple of 4 floats).
 template <class Dev>
-void bind_delta_buffers(delta_params<Dev>& d, float* base, index_t chunks, index_t HV, index_t K, index_t V, bool backward,
-                        bool bf16_copies = false) {
+void bind_delta_buffers(delta_params<Dev>& d, float* base, index_t chunks, index_t HV, index_t K, index_t V, bool backward) {
   const index_t u = chunks * HV, C = chunk_len;
   auto take = [&](index_t n) { float* x = base; base += u * n; return x; };
   d.kn = take(C * K), d.qn = take(C * K), d.W = take(C * K);
@@ -141,7 +147,7 @@ void bind_delta_buffers(delta_params<Dev>& d, float* base, index_t chunks, index
   d.Tm = take(C * C), d.A = take(C * C);
   d.G = take(C), d.b = take(C), d.kinv = take(C), d.qinv = take(C);
   if (backward) d.dO32 = take(C * V), d.dVn = take(C * V), d.ws = take(C * (2 * K + V));
-  if (backward && bf16_copies) {
+  if (backward && delta_bf16_copies<Dev>) {
     auto take_h = [&](index_t n) { return reinterpret_cast<__nv_bfloat16*>(take(n / 2)); };  // n even
     d.Wh = take_h(C * K), d.kh = take_h(C * K), d.qh = take_h(C * K), d.Ah = take_h(C * C);
   }

@@ -45,7 +45,7 @@
 // forward): prep 594 µs, state 658 µs (≈ 1 700 cycles per chunk step), output 215 µs; bench_cuda
 // forward 1.16 ms in one pass, 1.02 ms pipelined in 3 pieces (2.47 before session 10; 11.7 for the
 // exact kernels; docs/benchmarks.md, "Issue 11, session 10" and "session 11").
-// Scratch: the forward's fp32 buffers of chunked_delta.cuh (delta_chunk_floats(K, V, false)), the bf16
+// Scratch: the forward's fp32 buffers of chunked_delta.cuh (delta_chunk_floats<Dev>(K, V, false)), the bf16
 // arrays laid over the first half of each: Qg over q̂, Kd over k̂, W over W, A over A, Vn over Vn, and
 // the entering states over hbuf.
 // Requirements (delta_tc_supported): bf16 inputs, K ≤ 128 and K, V multiples of 16, q, k, v (and the
@@ -1316,7 +1316,7 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
 
 //! Whether the tensor-core reverse scan takes this backward: delta_tc_supported's shapes and
 //! alignment, dO 16-byte aligned (its rows are gathered by cp.async), and the bf16 copies the prep
-//! writes for the two scans bound (bind_delta_buffers with bf16_copies).
+//! writes for the two scans bound (bind_delta_buffers, delta_bf16_copies).
 template <class Dev>
 bool delta_tc_rscan_supported(const delta_params<Dev>& p) {
   return delta_tc_supported(p) && reinterpret_cast<std::uintptr_t>(p.dO) % 16 == 0 && p.Wh && p.Ah && p.kh && p.qh;
