@@ -6,8 +6,9 @@
 #   b5  = 0 + issue11_s24/call4/b5_prep_pitch.diff (the backward prep's K̂, Q rows at pitch K + 4)
 #   b6  = branch s24-prep-split at 55fc19e (the prep's operands split once in place, split_mma)
 #   b7  = s24-prep-split's tip 7527d66 (b6 with the prep at __launch_bounds__(256, 2))
-#   b8  = branch s25-grad-split (6ddeba0): the V-long products in delta_grad_products_kernel (3 roles per
-#         chunk, 8 warps, two blocks per SM), the rest in delta_grad_kernel
+#   b8  = branch s25-grad-split (e747ad8): the V-long products in delta_grad_products_kernel (3 roles per
+#         chunk, 8 warps, two blocks per SM), the rest in delta_grad_kernel; its test_cuda_backward has a
+#         new case (a routed partition written by every token and read by none)
 #   b9  = branch s25-prep-plain: b8 with the WY prep's four products on plain bf16 operands (a probe:
 #         speed and the ratios it gives; not the same bits)
 #   b10 = branch s25-split-prepsplit: b8 merged with s24-prep-split's tip (b7 + b8)
