@@ -1,7 +1,9 @@
 #!/bin/bash
 # session 25 call 1 (not run in session 25: no device machine was lent; for the next session). It takes in
 # session 24's call 4 (builds 0, 4, 5, 6, 7) and adds session 25's builds 8, 9, 10:
-#   b0  = 4c70547 (= main's CUDA code since session 23)
+#   bP  = 15089bd (session 23 before its review mend 746d468, which sized and bound the backward's bf16
+#         copies by one trait: host code only, the same buffers) — the "before" of that commit's figures
+#   b0  = 4c70547 (= main's CUDA code since session 23, 746d468 included)
 #   b4  = 0 + issue11_s24/call4/b4_grad_1024_threads.diff (the gradient kernel at 1024 threads)
 #   b5  = 0 + issue11_s24/call4/b5_prep_pitch.diff (the backward prep's K̂, Q rows at pitch K + 4)
 #   b6  = branch s24-prep-split at 55fc19e (the prep's operands split once in place, split_mma)
@@ -15,8 +17,8 @@
 #   b11 = branch s25-dA-beside (3943fee): b8 with 5a's dO role (dA, dQg; gathering dO itself) after the
 #         states' pass on the side stream, beside the reverse scan
 # (racecheck of b10 and b11 and ncu --set full of b8's gradient kernels: call2/run.sh, ~5 minutes)
-# Builds 5, 6, 7, 8, 10, 11 must print build 0's ratios digit for digit (the same bits); the script compares.
-R=$OUT/r; mkdir -p $R; D=/tmp/s25; B="b0 b4 b5 b6 b7 b8 b9 b10 b11"
+# Builds P, 5, 6, 7, 8, 10, 11 must print build 0's ratios digit for digit (the same bits); the script compares.
+R=$OUT/r; mkdir -p $R; D=/tmp/s25; B="bP b0 b4 b5 b6 b7 b8 b9 b10 b11"
 for b in $B; do mkdir -p $D/$b; f=$(ls .dev-lead/s2[45]_$b.t[gx]z | head -1); tar xf $f -C $D/$b 2>/dev/null || python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $f $D/$b; done
 export LINSTATE_FIXTURES=$PWD/.fixtures
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
@@ -39,6 +41,6 @@ for b in b8 b10 b11; do
   timeout 150 $CS --tool memcheck $D/$b/test_cuda_backward "$T" > $R/memcheck_$b.txt 2>&1; echo "rc=$?" >> $R/memcheck_$b.txt; ts memcheck_$b
 done
 cd $R && (for b in $B; do echo "== $b"; grep -h "MESSAGE" tc_$b.txt | sed "s/.*MESSAGE: //"; done
-  for b in b5 b6 b7 b8 b10 b11; do cmp <(grep -h MESSAGE tc_b0.txt | sed "s/.*MESSAGE: //") <(grep -h MESSAGE tc_$b.txt | sed "s/.*MESSAGE: //") && echo "$b ratios: build 0's digits"; done
+  for b in bP b5 b6 b7 b8 b10 b11; do cmp <(grep -h MESSAGE tc_b0.txt | sed "s/.*MESSAGE: //") <(grep -h MESSAGE tc_$b.txt | sed "s/.*MESSAGE: //") && echo "$b ratios: build 0's digits"; done
   tail -n 4 tcb_b*.txt test_cuda_b*.txt memcheck_b*.txt; cat times.txt) > summary.txt 2>&1
 tar czf $OUT/logs.tgz *; cp summary.txt $OUT/; rm -rf $R
