@@ -1170,9 +1170,8 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
   const float* ws2 = w.dbw;
   const float* ws3 = w.dbu;
   if (tid < C) G[tid] = p.G[o.c + tid], b[tid] = p.b[o.c + tid], dG[tid] = 0.f, db[tid] = 0.f;
-  __syncthreads();
-  bool any_r = false;
-  for (int i = 0; i < C; ++i) any_r |= recs[i].rd;
+  // whether some record of the chunk reads: the barrier's OR (thread i < C filled recs[i] itself)
+  const bool any_r = __syncthreads_or(tid < C && recs[tid].rd) != 0;
   {  // float4 loads, a batch of them in flight per thread before the (scalar, padded-row) stores:
      // K̂, Q and kernel 5a's dK̂ = Vn Dᵀ (into dK)
     constexpr int batch = 4;
