@@ -922,6 +922,30 @@ TEST_CASE("chunked backward: gated delta rule, bf16 inputs on tensor cores, ever
                                    make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 257, true, cu), 89);
 }
 
+//! Router logits [B,T,N] that make routed partition N − 1 every token's second choice and never its first
+//! (the first cycles over the others, one logit apart): under top_k<2, 1> every token writes it and none
+//! reads it, so each of its chunks has no reading record — the chunks where the delta rule's gradient
+//! kernels skip dA = dO Vnᵀ and dQg = dO Sᵀ (delta_grad_products_kernel's second role and
+//! delta_grad_kernel's any_r; a chunk that took them from another chunk's workspace, or left them
+//! unformed where one is read, would move q and k's gradients).
+inline void second_choice_never_read(random_inputs& data) {
+  const index_t N = data.cfg.dims.N, rows = data.router_logits.numel() / N;
+  REQUIRE(N >= 3);
+  float* x = data.router_logits.data();
+  for (index_t t = 0; t < rows; ++t) {
+    const index_t first = t % (N - 1);
+    for (index_t n = 0; n < N - 1; ++n) x[t * N + n] = n == first ? 3.f : -static_cast<float>(n);
+    x[t * N + N - 1] = 2.f;
+  }
+}
+
+TEST_CASE("chunked backward: gated delta rule, a routed partition written by every token and read by none (chunks without a reading record)") {
+  auto d = make<sse_gdn_w2r1>({.B = 1, .T = 200, .H = 2, .HV = 2, .K = 64, .V = 64}, 259);
+  second_choice_never_read(d);
+  check_delta_tc_backward<sse_gdn_w2r1>("sse_gdn kw=2 kr=1, partition 3 never read", d, 91);
+  check_chunked_exact<sse_gdn_w2r1>(d, 92);
+}
+
 //! The delta rule's backward with its two sequential passes side by side (the states on the side
 //! stream, chunked_delta.cuh: delta_passes_side_by_side) and one after the other: the same bits.
 template <class Spec, class Scalar>

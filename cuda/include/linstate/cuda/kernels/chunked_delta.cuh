@@ -29,13 +29,17 @@
 //   4. delta_rscan_kernel  (per stream, value head, V tile; sequential backwards): stores D of each
 //      chunk and the chunk's dO rows, dVn = Aᵀ dO + diag(e^{G_C−G}) K̂ D, and walks
 //      D ← e^{G_C} D + (diag(e^G) Q)ᵀ dO − Wᵀ dVn; the last D is ∂L/∂h0;
-//   5. delta_grad_kernel   (per chunk, value head; 16 warps, one block per SM at ≈ 217 KiB of shared
-//      memory): every gradient of the chunk — q, k, v, β, g and the router weights — into the per-slot
-//      partials of backward.cuh's contract (Z = 1), or, for a gradient with one slot (backward.cuh's
-//      single_slot_gradients), into the user's tensor itself (dq_out … dbeta_out, rounded once from the
-//      same fp32 value; the combine pass skips it). Its V-long products (gemm_abt_staged) stage slabs
-//      (16 fp32 columns; for bf16 inputs 32 columns split once into bf16 hi / lo halves) with the next
-//      slab's float4 loads in flight while the current one is multiplied. For bf16 inputs, since
+//   5a. delta_grad_products_kernel (per chunk, value head and one of three roles; 8 warps, two blocks
+//      per SM; since session 25): the gradients' V-long products — dK̂ = Vn Dᵀ, dA = dO Vnᵀ, dQg = dO Sᵀ,
+//      dB_U = Tᵀ dVn, −dB_W = dB_U Sᵀ, dB_U Uᵀ — into the chunk's workspace (delta_ws). Those products
+//      (gemm_abt_staged) stage slabs (16 fp32 columns; for bf16 inputs 32 columns split once into bf16
+//      hi / lo halves) with the next slab's float4 loads in flight while the current one is multiplied;
+//   5b. delta_grad_kernel   (per chunk, value head; 16 warps, one block per SM at ≈ 217 KiB of shared
+//      memory): from them and the [C, C] / [C, K] products, every gradient of the chunk — q, k, v, β,
+//      g and the router weights — into the per-slot partials of backward.cuh's contract (Z = 1), or,
+//      for a gradient with one slot (backward.cuh's single_slot_gradients), into the user's tensor
+//      itself (dq_out … dbeta_out, rounded once from the same fp32 value; the combine pass skips it).
+//      For bf16 inputs, since
 //      session 21, nine of its twelve products take plain bf16 operands (one mma per k-step: dQg = dO Sᵀ,
 //      dQ = P K̂, dK += Pᵀ Q, −dB_W = dB_U Sᵀ, dB_U Uᵀ, −dB_W Wᵀ, K̂K̂ᵀ, dK += dM K̂, dK += dMᵀ K̂); the
 //      three whose plain form moved a gradient most in the probes (dK̂ = Vn Dᵀ: dg 0.0045; dA = dO Vnᵀ;
@@ -57,8 +61,8 @@
 // bench_cuda GDN forward + backward 22.6 → 13.2 ms).
 //
 // Scratch (fp32, per chunk and value head): k̂, q̂, W [C,K]; U, Vn [C,V]; T, A [C,C]; G, b, 1/‖k‖,
-// 1/‖q‖ [C]; S [K,V]; the backward adds D [K,V], dO, dVn [C,V] and a workspace [C, 2K + V] (the
-// gradient kernel's dQg and the products dB_U, −dB_W of its WY adjoint), and for bf16 inputs the bf16
+// 1/‖q‖ [C]; S [K,V]; the backward adds D [K,V], dO, dVn [C,V] and a workspace [C, 3K + V + 2C] (the
+// products of kernel 5a that kernel 5b reads: delta_ws), and for bf16 inputs the bf16
 // copies W, k, q [C,K] and A [C,C] (delta_bf16_copies).
 // Requirements (delta_chunked_supported): K ≤ 128, K and V multiples of 4 (tile_mma's fp32 tiles and
 // the float4 staging); other shapes run the recurrent kernels.
@@ -105,7 +109,7 @@ struct delta_params : chunk_bwd_params<Dev> {
   // backward (hbuf holds S entering each chunk, dbuf holds D)
   float* dO32 = nullptr;   // [chunks, HV, C, V]
   float* dVn = nullptr;    // [chunks, HV, C, V]
-  float* ws = nullptr;     // [chunks, HV, C, 2K + V]
+  float* ws = nullptr;     // [chunks, HV, C, 3K + V + 2C] (delta_ws: the gradient kernels' products)
   // bf16 copies for the backward's tensor-core scans (chunked_delta_tc.cuh), written by delta_prep_kernel
   // where set (bind_delta_buffers, for bf16 inputs: delta_bf16_copies): W and A rounded once (round to nearest even, as the
   // scans rounded them from the fp32 buffers before), the raw k rows of writing records and q rows of
@@ -131,7 +135,7 @@ template <class Dev>
 inline std::size_t delta_chunk_floats(index_t K, index_t V, bool backward) {
   const std::size_t C = chunk_len, k = static_cast<std::size_t>(K), v = static_cast<std::size_t>(V);
   std::size_t f = 3 * C * k + 2 * C * v + 2 * C * C + 4 * C;
-  if (backward) f += 2 * C * v + C * (2 * k + v);
+  if (backward) f += 2 * C * v + C * (3 * k + v + 2 * C);  // dO, dVn, the gradient kernels' workspace (delta_ws)
   if (backward && delta_bf16_copies<Dev>) f += (3 * C * k + C * C) / 2;  // Wh, kh, qh [C,K] and Ah [C,C] in bf16 (C even)
   return f;
 }
@@ -146,7 +150,7 @@ void bind_delta_buffers(delta_params<Dev>& d, float* base, index_t chunks, index
   d.U = take(C * V), d.Vn = take(C * V);
   d.Tm = take(C * C), d.A = take(C * C);
   d.G = take(C), d.b = take(C), d.kinv = take(C), d.qinv = take(C);
-  if (backward) d.dO32 = take(C * V), d.dVn = take(C * V), d.ws = take(C * (2 * K + V));
+  if (backward) d.dO32 = take(C * V), d.dVn = take(C * V), d.ws = take(C * (3 * K + V + 2 * C));
   if (backward && delta_bf16_copies<Dev>) {
     auto take_h = [&](index_t n) { return reinterpret_cast<__nv_bfloat16*>(take(n / 2)); };  // n even
     d.Wh = take_h(C * K), d.kh = take_h(C * K), d.qh = take_h(C * K), d.Ah = take_h(C * C);
@@ -183,21 +187,26 @@ inline constexpr int slab = 16, ldslab = slab + 4;  // the exact fp32 form's sla
 //! rows) that one thread stages: piece e = tid + n·nt (n < slab_pieces) is row e / 4, columns
 //! k0 + 4·(e % 4) … + 3 (zeros past Kd; Kd, lda and ldb multiples of 4 and the rows 16-byte aligned,
 //! so a piece is wholly inside or outside). M + N ≤ C + max(C, chunk_max_k) rows.
+//! NT: the block's threads (blockDim.x == NT; the gradient kernels: delta_grad_threads, delta_gprod_threads).
 inline constexpr int slab_rows_max = chunk_len + (chunk_max_k > chunk_len ? chunk_max_k : chunk_len);
-inline constexpr int slab_pieces = (slab_rows_max * 4 + delta_grad_threads - 1) / delta_grad_threads;
-//! 16×16 output tiles per warp of the split-bf16 form: a [C, max(C, chunk_max_k)] product over the grad kernel's warps.
-inline constexpr int slab_tiles = (chunk_len / 16) * ((slab_rows_max - chunk_len) / 16) / (delta_grad_threads / 32);
+template <int NT>
+inline constexpr int slab_pieces = (slab_rows_max * 4 + NT - 1) / NT;
+//! 16×16 output tiles per warp of the split-bf16 form: a [C, max(C, chunk_max_k)] product over the block's NT / 32 warps.
+template <int NT>
+inline constexpr int slab_tiles = (chunk_len / 16) * ((slab_rows_max - chunk_len) / 16) / (NT / 32);
+template <int NT>
 struct slab_regs {
-  float4 x[slab_pieces];
+  float4 x[slab_pieces<NT>];
 };
 
 //! Global (or shared) → registers: this thread's pieces of the slab at column k0 (all loads issued
 //! before any is used, so the slab costs one memory latency, hidden behind the previous slab's products).
-__device__ __forceinline__ void load_slab(slab_regs& r, const float* A, int lda, const float* B, int ldb, int M, int N, int Kd,
+template <int NT>
+__device__ __forceinline__ void load_slab(slab_regs<NT>& r, const float* A, int lda, const float* B, int ldb, int M, int N, int Kd,
                                           int k0) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
 #pragma unroll
-  for (int n = 0; n < slab_pieces; ++n) {
+  for (int n = 0; n < slab_pieces<NT>; ++n) {
     const int e = tid + n * nt, row = e >> 2, kk = k0 + 4 * (e & 3);
     float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
     if (row < M + N && kk < Kd) {
@@ -209,10 +218,11 @@ __device__ __forceinline__ void load_slab(slab_regs& r, const float* A, int lda,
 }
 
 //! Registers → the stage (As [M][ld], Bs [N][ld]).
-__device__ __forceinline__ void store_slab(const slab_regs& r, float* As, float* Bs, int M, int N, int ld) {
+template <int NT>
+__device__ __forceinline__ void store_slab(const slab_regs<NT>& r, float* As, float* Bs, int M, int N, int ld) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
 #pragma unroll
-  for (int n = 0; n < slab_pieces; ++n) {
+  for (int n = 0; n < slab_pieces<NT>; ++n) {
     const int e = tid + n * nt, row = e >> 2;
     if (row < M + N) *reinterpret_cast<float4*>((row < M ? As + row * ld : Bs + (row - M) * ld) + 4 * (e & 3)) = r.x[n];
   }
@@ -225,22 +235,25 @@ __device__ __forceinline__ void store_slab(const slab_regs& r, float* As, float*
 //! a phase hit distinct banks. Piece e = tid + n·nt (n < slab_pieces_h) is row e / 8, columns
 //! k0 + 4·(e % 8) … + 3.
 inline constexpr int slab_h = 32, ldslab_h = slab_h + 8;
-inline constexpr int slab_pieces_h = (slab_rows_max * (slab_h / 4) + delta_grad_threads - 1) / delta_grad_threads;
+template <int NT>
+inline constexpr int slab_pieces_h = (slab_rows_max * (slab_h / 4) + NT - 1) / NT;
 //! Bytes of gemm_abt_staged's stage for M + N rows (the split form's; the fp32 form's is smaller).
 __host__ __device__ constexpr std::size_t slab_stage_bytes(int rows) {
   return static_cast<std::size_t>(rows) * ldslab_h * 2 * sizeof(__nv_bfloat16);
 }
 static_assert(ldslab * sizeof(float) <= ldslab_h * 2 * sizeof(__nv_bfloat16), "the fp32 stage fits the split one");
+template <int NT>
 struct slab_regs_h {
-  float4 x[slab_pieces_h];
+  float4 x[slab_pieces_h<NT>];
 };
 
 //! load_slab for the split form's 32-column slabs.
-__device__ __forceinline__ void load_slab_h(slab_regs_h& r, const float* A, int lda, const float* B, int ldb, int M, int N, int Kd,
+template <int NT>
+__device__ __forceinline__ void load_slab_h(slab_regs_h<NT>& r, const float* A, int lda, const float* B, int ldb, int M, int N, int Kd,
                                             int k0) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
 #pragma unroll
-  for (int n = 0; n < slab_pieces_h; ++n) {
+  for (int n = 0; n < slab_pieces_h<NT>; ++n) {
     const int e = tid + n * nt, row = e >> 3, kk = k0 + 4 * (e & 7);
     float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
     if (row < M + N && kk < Kd) {
@@ -252,11 +265,12 @@ __device__ __forceinline__ void load_slab_h(slab_regs_h& r, const float* A, int 
 }
 
 //! Registers → the split stage (Hs, Ls: [M + N][ldslab_h] bf16); `plain`: the hi halves only (Ls untouched).
-__device__ __forceinline__ void store_slab_split(const slab_regs_h& r, __nv_bfloat16* Hs, __nv_bfloat16* Ls, int rows,
+template <int NT>
+__device__ __forceinline__ void store_slab_split(const slab_regs_h<NT>& r, __nv_bfloat16* Hs, __nv_bfloat16* Ls, int rows,
                                                  bool plain) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
 #pragma unroll
-  for (int n = 0; n < slab_pieces_h; ++n) {
+  for (int n = 0; n < slab_pieces_h<NT>; ++n) {
     const int e = tid + n * nt, row = e >> 3;
     if (row < rows) {
       unsigned h0, l0, h1, l1;
@@ -281,17 +295,17 @@ __device__ __forceinline__ void store_slab_split(const slab_regs_h& r, __nv_bflo
 //! plain (bf16 inputs only): both operands rounded to bf16 once as they are staged, one product per
 //! k-step (A_hi·B_hi) instead of three — for the products whose gradients stay within SPEC §9.3's
 //! ratio that way (delta_grad_kernel's choice per product: docs/benchmarks.md, "Issue 11, session 21").
-//! Whole block, blockDim.x ≤ delta_grad_threads; synchronises before reading the operands (so the
+//! Whole block of NT threads (blockDim.x == NT); synchronises before reading the operands (so the
 //! caller's writes of A and B are complete) and before each slab is written; the caller synchronises
 //! after (C read).
-template <class Dev>
+template <class Dev, int NT = delta_grad_threads>
 __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float* A, int lda, const float* B, int ldb, int M,
                                                 int N, int Kd, bool accumulate, float* stage, bool a_bf16 = false,
                                                 bool plain = false) {
   using x3_detail::mma_bf16_16816;
   const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
   bool x3 = false;
-  if constexpr (std::is_same_v<Dev, __nv_bfloat16>) x3 = ((M | N) & 15) == 0 && (M / 16) * (N / 16) <= slab_tiles * nwarps;
+  if constexpr (std::is_same_v<Dev, __nv_bfloat16>) x3 = ((M | N) & 15) == 0 && (M / 16) * (N / 16) <= slab_tiles<NT> * nwarps;
   const int ld = ldslab;
   float* As = stage;
   float* Bs = stage + M * ld;
@@ -300,10 +314,10 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
   auto* Ls = Hs + (M + N) * ldslab_h;
   const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int tn = N / 16, tiles = (M / 16) * tn;
-  float d[slab_tiles][2][4];
+  float d[slab_tiles<NT>][2][4];
   if (x3) {
 #pragma unroll
-    for (int u = 0; u < slab_tiles; ++u) {
+    for (int u = 0; u < slab_tiles<NT>; ++u) {
       const int tile = warp + u * nwarps;
       const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
 #pragma unroll
@@ -317,7 +331,7 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
   }
   __syncthreads();
   if (!x3) {
-    slab_regs r;
+    slab_regs<NT> r;
     load_slab(r, A, lda, B, ldb, M, N, Kd, 0);
     for (int k0 = 0; k0 < Kd; k0 += slab) {
       if (k0 > 0) __syncthreads();  // the previous slab's reads are done
@@ -330,9 +344,9 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
   }
   // each of the warp's output tiles: its fragments' row offsets in the stage, formed once (a division
   // by the run-time tile count per k-step was 9 % of delta_grad_kernel's instructions: session 21's ncu)
-  int aof[slab_tiles], bof[slab_tiles];
+  int aof[slab_tiles<NT>], bof[slab_tiles<NT>];
 #pragma unroll
-  for (int u = 0; u < slab_tiles; ++u) {
+  for (int u = 0; u < slab_tiles<NT>; ++u) {
     const int tile = warp + u * nwarps;
     const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
     // a (rows i0 … + 15): blocks (rows + 0 / + 8, columns 0 / 8) in fragment order a0 … a3;
@@ -344,7 +358,7 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
   // conversion per fragment load was 3 % of the kernel's instructions)
   const unsigned hs = static_cast<unsigned>(__cvta_generic_to_shared(Hs)), ls = static_cast<unsigned>(__cvta_generic_to_shared(Ls));
   constexpr unsigned e2 = sizeof(__nv_bfloat16);
-  slab_regs_h r;
+  slab_regs_h<NT> r;
   load_slab_h(r, A, lda, B, ldb, M, N, Kd, 0);
   for (int k0 = 0; k0 < Kd; k0 += slab_h) {
     if (k0 > 0) __syncthreads();  // the previous slab's reads are done
@@ -355,7 +369,7 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
     for (int ks = 0; ks < slab_h; ks += 16) {
       if (k0 + ks >= Kd) break;  // the k-steps of the 16-column form: none past Kd
 #pragma unroll
-      for (int u = 0; u < slab_tiles; ++u) {
+      for (int u = 0; u < slab_tiles<NT>; ++u) {
         if (warp + u * nwarps >= tiles) continue;
         const int ao = aof[u] + ks, bo = bof[u] + ks;
         unsigned ah[4], al[4], bh[4], bl[4];
@@ -376,7 +390,7 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
     }
   }
 #pragma unroll
-  for (int u = 0; u < slab_tiles; ++u) {
+  for (int u = 0; u < slab_tiles<NT>; ++u) {
     const int tile = warp + u * nwarps;
     if (tile >= tiles) continue;
     const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
@@ -978,7 +992,119 @@ __global__ void __launch_bounds__(delta_threads) delta_rscan_kernel(const delta_
     }
 }
 
-// --- 5. delta_grad_kernel --------------------------------------------------------------------------
+// --- 5. the gradient kernels ------------------------------------------------------------------------
+
+//! The gradient kernels' workspace of one (chunk, value head), [C, 3K + V + 2C] floats (delta_params::ws),
+//! each piece on 16 bytes (K, V multiples of 4). Kernel 5a (delta_grad_products_kernel) writes the V-long
+//! products, kernel 5b (delta_grad_kernel) reads them:
+//!   dqg  [C,K]  dQg = dO Sᵀ                 dbw  [C,K]  −dB_W = dB_U Sᵀ      dbu  [C,V]  dB_U = Tᵀ dVn
+//!   dkd  [C,K]  dK̂ = Vn Dᵀ (before e^{G_C−G})  da   [C,C]  dA = dO Vnᵀ       dbuu [C,C]  dB_U Uᵀ
+struct delta_ws {
+  float *dqg, *dbw, *dbu, *dkd, *da, *dbuu;
+  template <class Dev>
+  __device__ delta_ws(const delta_params<Dev>& p, index_t c, int hv) {
+    const index_t C = chunk_len, K = p.K, V = p.V;
+    dqg = p.ws + (c * p.HV + hv) * C * (3 * K + V + 2 * C);
+    dbw = dqg + C * K, dbu = dbw + C * K, dkd = dbu + C * V, da = dkd + C * K, dbuu = da + C * C;
+  }
+};
+
+// --- 5a. delta_grad_products_kernel ----------------------------------------------------------------
+//
+// The V-long products of a chunk's gradients (session 25): each a sweep over V of fp32 [C,V] / [K,V]
+// operands that kernel 5b's 16 warps used to run one after another in one block per SM, where each
+// phase's latency stalled the whole block (session 24's ncu: 25 % occupancy, 0.43 eligible warps per
+// scheduler). Here they run in three independent blocks per (chunk, value head) of 8 warps each, two
+// or more blocks per SM, and store into the chunk's workspace (delta_ws):
+//   role 0: dK̂ = Vn Dᵀ (split-bf16 for bf16 inputs)
+//   role 1: dA = dO Vnᵀ (split, dO exact in bf16) and dQg = dO Sᵀ (plain) — only where a record reads
+//   role 2: dB_U = Tᵀ dVn (split), then −dB_W = dB_U Sᵀ and dB_U Uᵀ (plain)
+// The same products as before, each output tile's k-steps in the same order (gemm_abt_staged and
+// tile_mma_f32 give a tile the same bits whichever warp forms it), so kernel 5b's results are the
+// one-kernel form's bits.
+
+inline constexpr int delta_gprod_threads = 256;  //!< kernel 5a: 8 warps
+
+//! Kernel 5a's shared memory: gemm_abt_staged's stage; role 2 first keeps T and a 64-column tile of dVn
+//! over it.
+struct delta_gprod_smem {
+  std::size_t Tm, X, bytes;
+  __host__ __device__ explicit delta_gprod_smem(int) {
+    const std::size_t cc = static_cast<std::size_t>(chunk_len) * delta_detail::ldc * sizeof(float);
+    const std::size_t stage = delta_detail::slab_stage_bytes(delta_detail::slab_rows_max);
+    Tm = 0, X = cc;
+    bytes = 2 * cc > stage ? 2 * cc : stage;
+  }
+};
+
+//! grid (3 × max_chunks, HV): block x is role x % 3 of chunk x / 3 (a chunk's three roles adjacent, so
+//! the S and Vn that two of them read are in L2 for the second).
+template <class Dev>
+__global__ void __launch_bounds__(delta_gprod_threads, 2) delta_grad_products_kernel(const delta_params<Dev> p) {
+  using namespace delta_detail;
+  constexpr int C = chunk_len, NT = delta_gprod_threads;
+  const index_t c = blockIdx.x / 3;
+  const int role = static_cast<int>(blockIdx.x % 3);
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, hv = static_cast<int>(blockIdx.y);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const at_chunk o(c, hv, p.HV, K, V);
+  const delta_ws w(p, c, hv);
+  const delta_gprod_smem L(K);
+  float* stage = reinterpret_cast<float*>(smem_raw);
+  const float* S = p.hbuf + o.kv;    // [K,V] entering state
+  const float* Vn = p.Vn + o.cv;     // [C,V]
+  if (role == 0) {
+    gemm_abt_staged<Dev, NT>(w.dkd, K, Vn, V, p.dbuf + o.kv, V, C, K, V, false, stage);  // dK̂ = Vn Dᵀ
+  } else if (role == 1) {
+    const chunk_where at = locate_chunk(p, c);
+    const int h = hv / (p.HV / p.H);
+    const bool rd = tid < C && record_of(p, p.rt.rec_tok[c * C + tid], at, h, hv).rd;
+    if (__syncthreads_or(rd)) {  // (kernel 5b reads da and dqg only where some record reads: the same test)
+      // dO32 holds the bf16 input's values for bf16 inputs (delta_tc_rscan_kernel): A_lo = 0
+      constexpr bool dO_bf16 = std::is_same_v<Dev, __nv_bfloat16>;
+      const float* dO = p.dO32 + o.cv;  // [C,V]
+      gemm_abt_staged<Dev, NT>(w.da, C, dO, V, Vn, V, C, C, V, false, stage, dO_bf16);               // dA = dO Vnᵀ
+      gemm_abt_staged<Dev, NT>(w.dqg, K, dO, V, S, V, C, K, V, false, stage, dO_bf16, /*plain=*/true);  // dQg = dO Sᵀ
+    }
+  } else {
+    // Vn = U − W S:  dU = dVn, dW = −dVn Sᵀ;  [dB_U | dB_W] = Tᵀ [dU | dW], so dB_U = Tᵀ dVn and
+    // −dB_W = Tᵀ dVn Sᵀ = dB_U Sᵀ. dB_U 64 columns at a time, dVn's tile staged in X (float4, in flight together).
+    float* Tm = reinterpret_cast<float*>(smem_raw + L.Tm);
+    float* X = reinterpret_cast<float*>(smem_raw + L.X);
+    const float* dVn = p.dVn + o.cv;  // [C,V]
+    const auto* t4 = reinterpret_cast<const float4*>(p.Tm + o.cc);
+    for (int e = tid; e < C * C / 4; e += nt) {  // ldc is a multiple of 4: float4 rows
+      const int i = e / (C / 4), j = 4 * (e % (C / 4));
+      *reinterpret_cast<float4*>(Tm + i * ldc + j) = t4[e];
+    }
+    for (int j0 = 0; j0 < V; j0 += delta_out_tile) {
+      const int q4 = min(delta_out_tile, V - j0) / 4, n4 = C * q4;
+      __syncthreads();
+      for (int e0 = tid; e0 < n4; e0 += 2 * nt) {
+        float4 x[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int e = e0 + u * nt;
+          if (e < n4) x[u] = *reinterpret_cast<const float4*>(dVn + static_cast<index_t>(e / q4) * V + j0 + 4 * (e % q4));
+        }
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int e = e0 + u * nt;
+          if (e < n4) *reinterpret_cast<float4*>(X + (e / q4) * ldc + 4 * (e % q4)) = x[u];
+        }
+      }
+      __syncthreads();
+      tile_mma_f32<Dev, col_major_t, row_major_t>(w.dbu + j0, V, Tm, ldc, X, ldc, C, 4 * q4, C, false, x3_a_upper);  // dB_U (Tᵀ upper triangular)
+    }
+    // (each gemm's leading barrier: dB_U complete and T, X read before the stage is written)
+    gemm_abt_staged<Dev, NT>(w.dbw, K, w.dbu, V, S, V, C, K, V, false, stage, /*a_bf16=*/false, /*plain=*/true);  // −dB_W
+    gemm_abt_staged<Dev, NT>(w.dbuu, C, w.dbu, V, p.U + o.cv, V, C, C, V, false, stage, /*a_bf16=*/false, /*plain=*/true);  // dB_U Uᵀ
+  }
+}
+
+// --- 5b. delta_grad_kernel -------------------------------------------------------------------------
 
 struct delta_grad_smem {
   std::size_t recs, G, b, dG, db, cv, red, Kn, Qs, dQ, dK, Tm, Am, X, Y, bytes;
@@ -1011,7 +1137,7 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
   // row pitch of K̂, Q, dQ, dK: K + 1 for the exact fp32 tile_mma; K + 4 for the split-bf16 products,
   // whose fragment reads (rows 2t, 2t + 1, columns g, and the transposed reads) then hit distinct banks
   // (K + 1 made them up to 4-way conflicts)
-  const int K = p.K, V = p.V, HV = p.HV, lk = std::is_same_v<Dev, __nv_bfloat16> ? ldk(K) : ldk1(K);
+  const int K = p.K, V = p.V, lk = std::is_same_v<Dev, __nv_bfloat16> ? ldk(K) : ldk1(K);
   const delta_grad_smem L(K);
   auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
   float* G = reinterpret_cast<float*>(smem_raw + L.G);
@@ -1037,27 +1163,28 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
   const device_source<Dev>& src = blk.src;
   const float* S = p.hbuf + o.kv;    // [K,V] entering state
   const float* Dx = p.dbuf + o.kv;   // [K,V] ∂L/∂S'
-  const float* Vn = p.Vn + o.cv;     // [C,V]
-  const float* U = p.U + o.cv;       // [C,V]
-  const float* dO = p.dO32 + o.cv;   // [C,V]
-  const float* dVn = p.dVn + o.cv;   // [C,V]
   const float* W = p.W + o.ck;       // [C,K]
-  float* ws1 = p.ws + static_cast<index_t>(blockIdx.x * HV + hv) * C * (2 * K + V);  // [C,K]
-  float* ws2 = ws1 + C * K;                                                         // [C,K]
-  float* ws3 = ws2 + C * K;                                                         // [C,V]
+  // kernel 5a's products (delta_ws): dQg, −dB_W [C,K], dB_U [C,V], dK̂ [C,K], dA, dB_U Uᵀ [C,C]
+  const delta_ws w(p, c, hv);
+  const float* ws1 = w.dqg;
+  const float* ws2 = w.dbw;
+  const float* ws3 = w.dbu;
   if (tid < C) G[tid] = p.G[o.c + tid], b[tid] = p.b[o.c + tid], dG[tid] = 0.f, db[tid] = 0.f;
-  __syncthreads();
-  {  // float4 loads, a batch of them in flight per thread before the (scalar, padded-row) stores
+  // whether some record of the chunk reads: the barrier's OR (thread i < C filled recs[i] itself)
+  const bool any_r = __syncthreads_or(tid < C && recs[tid].rd) != 0;
+  {  // float4 loads, a batch of them in flight per thread before the (scalar, padded-row) stores:
+     // K̂, Q and kernel 5a's dK̂ = Vn Dᵀ (into dK)
     constexpr int batch = 4;
     const int kq = K / 4, n4 = C * kq;
     const auto* kn4 = reinterpret_cast<const float4*>(p.kn + o.ck);
     const auto* qn4 = reinterpret_cast<const float4*>(p.qn + o.ck);
+    const auto* dk4 = reinterpret_cast<const float4*>(w.dkd);
     for (int e0 = tid; e0 < n4; e0 += batch * nt) {
-      float4 xk[batch], xq[batch];
+      float4 xk[batch], xq[batch], xd[batch];
 #pragma unroll
       for (int u = 0; u < batch; ++u) {
         const int e = e0 + u * nt;
-        if (e < n4) xk[u] = kn4[e], xq[u] = qn4[e];
+        if (e < n4) xk[u] = kn4[e], xq[u] = qn4[e], xd[u] = dk4[e];
       }
 #pragma unroll
       for (int u = 0; u < batch; ++u) {
@@ -1067,26 +1194,26 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
         const float r = recs[i].r;
         float* kr = Kn + i * lk + a;
         float* qr = Qs + i * lk + a;
+        float* dr = dK + i * lk + a;
         kr[0] = xk[u].x, kr[1] = xk[u].y, kr[2] = xk[u].z, kr[3] = xk[u].w;
         qr[0] = xq[u].x * r, qr[1] = xq[u].y * r, qr[2] = xq[u].z * r, qr[3] = xq[u].w * r;
+        dr[0] = xd[u].x, dr[1] = xd[u].y, dr[2] = xd[u].z, dr[3] = xd[u].w;
       }
     }
-    const auto* t4 = reinterpret_cast<const float4*>(p.Tm + o.cc);
+    // A, and kernel 5a's dA = dO Vnᵀ into X where some record reads (it is formed only then)
     const auto* a4 = reinterpret_cast<const float4*>(p.A + o.cc);
+    const auto* da4 = reinterpret_cast<const float4*>(w.da);
     for (int e = tid; e < C * C / 4; e += nt) {  // ldc is a multiple of 4: float4 rows
       const int i = e / (C / 4), j = 4 * (e % (C / 4));
-      const float4 xt = t4[e], xa = a4[e];
-      *reinterpret_cast<float4*>(Tm + i * ldc + j) = xt;
+      const float4 xa = a4[e];
+      if (any_r) *reinterpret_cast<float4*>(X + i * ldc + j) = da4[e];
       *reinterpret_cast<float4*>(Am + i * ldc + j) = xa;
     }
   }
-  bool any_r = false;
-  for (int i = 0; i < C; ++i) any_r |= recs[i].rd;
   const float gl = G[C - 1], egl = __expf(gl);
   __syncthreads();
 
-  // S' = e^{G_C} S + Kdᵀ Vn:  dKd = Vn Dᵀ, c_i = ⟨dKd_i, Kd_i⟩, dG_C += Σ c_i + e^{G_C} ⟨D, S⟩
-  gemm_abt_staged<Dev>(dK, lk, Vn, V, Dx, V, C, K, V, false, Y);
+  // S' = e^{G_C} S + Kdᵀ Vn:  dKd = Vn Dᵀ (kernel 5a, in dK), c_i = ⟨dKd_i, Kd_i⟩, dG_C += Σ c_i + e^{G_C} ⟨D, S⟩
   float part = 0.f;
   {
     const auto* d4 = reinterpret_cast<const float4*>(Dx);
@@ -1120,13 +1247,8 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
     dGl += egl * sd;
   }
 
-  // O = diag(e^G) Q S + A Vn
+  // O = diag(e^G) Q S + A Vn:  dA = dO Vnᵀ (kernel 5a, in X), dQg = dO Sᵀ (kernel 5a, ws1)
   if (any_r) {
-    // dO32 holds the bf16 input's values for bf16 inputs (delta_tc_rscan_kernel): A_lo = 0
-    constexpr bool dO_bf16 = std::is_same_v<Dev, __nv_bfloat16>;
-    gemm_abt_staged<Dev>(X, ldc, dO, V, Vn, V, C, C, V, false, Y, dO_bf16);  // dA = dO Vnᵀ
-    gemm_abt_staged<Dev>(ws1, K, dO, V, S, V, C, K, V, false, Y, dO_bf16, /*plain=*/true);  // dQg = dO Sᵀ
-    __syncthreads();
     for (int e = tid; e < C * C; e += nt) {
       const int i = e / C, j = e % C;
       Y[i * ldc + j] = X[i * ldc + j] * Am[i * ldc + j];
@@ -1160,29 +1282,15 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
   }
   __syncthreads();
 
-  // Vn = U − W S:  dU = dVn, dW = −dVn Sᵀ;  [dB_U | dB_W] = Tᵀ [dU | dW], so dB_U = Tᵀ dVn and
-  // −dB_W = Tᵀ dVn Sᵀ = dB_U Sᵀ. dB_U 64 columns at a time, dVn's tile staged in X (float4, in flight together).
-  for (int j0 = 0; j0 < V; j0 += delta_out_tile) {
-    const int q4 = min(delta_out_tile, V - j0) / 4, n4 = C * q4;
-    __syncthreads();
-    for (int e0 = tid; e0 < n4; e0 += 2 * nt) {
-      float4 x[2];
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int e = e0 + u * nt;
-        if (e < n4) x[u] = *reinterpret_cast<const float4*>(dVn + static_cast<index_t>(e / q4) * V + j0 + 4 * (e % q4));
-      }
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int e = e0 + u * nt;
-        if (e < n4) *reinterpret_cast<float4*>(X + (e / q4) * ldc + 4 * (e % q4)) = x[u];
-      }
+  // Vn = U − W S:  dU = dVn, dW = −dVn Sᵀ;  [dB_U | dB_W] = Tᵀ [dU | dW], so dB_U = Tᵀ dVn (kernel 5a, ws3)
+  // and −dB_W = Tᵀ dVn Sᵀ = dB_U Sᵀ (kernel 5a, ws2). X (P, read) takes kernel 5a's dB_U Uᵀ meanwhile.
+  {
+    const auto* u4 = reinterpret_cast<const float4*>(w.dbuu);
+    for (int e = tid; e < C * C / 4; e += nt) {
+      const int i = e / (C / 4), j = 4 * (e % (C / 4));
+      *reinterpret_cast<float4*>(X + i * ldc + j) = u4[e];
     }
-    __syncthreads();
-    tile_mma_f32<Dev, col_major_t, row_major_t>(ws3 + j0, V, Tm, ldc, X, ldc, C, 4 * q4, C, false, x3_a_upper);  // dB_U (Tᵀ upper triangular)
   }
-  gemm_abt_staged<Dev>(ws2, K, ws3, V, S, V, C, K, V, false, Y, /*a_bf16=*/false, /*plain=*/true);  // −dB_W (its leading barrier: ws3 complete)
-  __syncthreads();
   for (int i = warp; i < C; i += nwarps) {
     const chunk_record& r = recs[i];
     const float e = __expf(G[i]), be = b[i] * e;
@@ -1204,9 +1312,8 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
     kb = warp_sum(kb), vb = warp_sum(vb);
     if (lane == 0) db[i] += vb + e * kb, dG[i] += be * kb;
   }
-  // L = I + diag(b) Mg:  dL = −[dB_U | dB_W] [U | W]ᵀ = ws2 Wᵀ − ws3 Uᵀ
-  gemm_abt_staged<Dev>(X, ldc, ws3, V, U, V, C, C, V, false, Tm, /*a_bf16=*/false, /*plain=*/true);  // (T is used up)
-  gemm_abt_staged<Dev>(Y, ldc, ws2, K, W, K, C, C, K, false, Tm, /*a_bf16=*/false, /*plain=*/true);
+  // L = I + diag(b) Mg:  dL = −[dB_U | dB_W] [U | W]ᵀ = ws2 Wᵀ − ws3 Uᵀ (ws3 Uᵀ: kernel 5a, in X)
+  gemm_abt_staged<Dev>(Y, ldc, ws2, K, W, K, C, C, K, false, Tm, /*a_bf16=*/false, /*plain=*/true);  // (Tm: the stage only)
   __syncthreads();  // the stage (Tm and, for the split form's 128 rows, the start of Am) read: Am is written next
   tile_mma_f32<Dev, row_major_t, col_major_t>(Am, ldc, Kn, lk, Kn, lk, C, C, K, false, x3_c_lower | x3_plain);  // K̂ K̂ᵀ, its lower part (A is used up)
   __syncthreads();
@@ -1312,6 +1419,8 @@ void set_delta_smem(int K, const char* api) {
     set(reinterpret_cast<const void*>(delta_output_kernel<Dev>), delta_output_smem(k).bytes,
         "cudaFuncSetAttribute(delta_output_kernel)");
     set(reinterpret_cast<const void*>(delta_rscan_kernel<Dev>), delta_rscan_smem(k).bytes, "cudaFuncSetAttribute(delta_rscan_kernel)");
+    set(reinterpret_cast<const void*>(delta_grad_products_kernel<Dev>), delta_gprod_smem(k).bytes,
+        "cudaFuncSetAttribute(delta_grad_products_kernel)");
     set(reinterpret_cast<const void*>(delta_grad_kernel<D, Dev>), delta_grad_smem(k).bytes, "cudaFuncSetAttribute(delta_grad_kernel)");
     return true;
   }();
@@ -1372,11 +1481,14 @@ void enqueue_chunked_delta(const delta_params<Dev>& p, cudaStream_t stream, cons
   }
 }
 
-//! Kernel 5 of the backward (after the reverse scan).
+//! Kernels 5a and 5b of the backward (after the reverse scan).
 template <class D, class Dev>
 void enqueue_delta_grad(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
   const index_t chunks = p.rt.max_chunks;
   if (chunks > 0) {
+    delta_grad_products_kernel<Dev><<<dim3(static_cast<unsigned>(3 * chunks), static_cast<unsigned>(p.HV)), delta_gprod_threads,
+                                      delta_gprod_smem(p.K).bytes, stream>>>(p);
+    check_launch("delta_grad_products_kernel", api);
     delta_grad_kernel<D, Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_grad_threads,
                              delta_grad_smem(p.K).bytes, stream>>>(p);
     check_launch("delta_grad_kernel", api);
