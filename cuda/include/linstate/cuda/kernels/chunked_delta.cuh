@@ -45,6 +45,9 @@
 //      three whose plain form moved a gradient most in the probes (dK̂ = Vn Dᵀ: dg 0.0045; dA = dO Vnᵀ;
 //      dB_U = Tᵀ dVn: dβ 0.0048) stay split, as do the prep's (kernel 1): with the nine plain the
 //      GPU tests' ratios are ≤ 0.0035 (docs/benchmarks.md, "Issue 11, session 21").
+//      For bf16 inputs with K % 16 == 0 (since session 26) delta_grad_bf16_kernel does 5b instead: 8 warps
+//      and ≈ 105 KiB of shared memory at K = 128, two blocks per SM (K̂ and Q kept as the bf16 operands
+//      the plain products take, dQ in mma accumulators; its comment has the layout).
 // All arithmetic is fp32 (the buffers, the WY solve, the sequential kernels' own row/column dot
 // products): the WY solve is sensitive to rounding, and this path is about exactness first. The
 // per-chunk products of kernels 1, 3 and 5 (tile_mma_f32, gemm_abt_staged) are exact fp32 on the CUDA
