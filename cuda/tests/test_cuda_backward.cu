@@ -965,6 +965,54 @@ TEST_CASE("chunked backward: the delta rule's two sequential passes side by side
   check_side_by_side<sse_gdn, Eigen::bfloat16>(make<sse_gdn>({.B = 1, .T = 330, .H = 2, .HV = 2, .K = 32, .V = 48}, 260, true, cu), 92);
 }
 
+//! Kernel 5b for bf16 inputs at two blocks per SM (delta_grad_bf16_kernel, K % 16 == 0) against the
+//! one-block kernel it replaces (delta_grad_kernel, delta_grad_two_blocks_enabled = false): their
+//! products are the same bits, their row dot products and block-wide sums add in another order (fp32
+//! rounding, then the one rounding to bf16 of the stored gradients: a few elements one bf16 unit apart),
+//! so every gradient within an rms ratio of 1e-3 of the other's, five times inside SPEC §9.3's 0.005; a
+//! wrong fragment, band or buffer moves some gradient by far more. The two-block kernel's gradients are
+//! also checked against the CPU's fp32 pass at 0.005 here and in check_delta_tc_backward.
+template <class Spec, class Strategy = linstate::varlen>
+void check_grad_two_blocks(const std::string& what, const random_inputs& data, std::uint64_t seed) {
+  namespace cd = linstate::cuda_detail;
+  REQUIRE(cd::delta_grad_two_blocks_enabled);
+  const auto [ref, two] = both<Spec, Eigen::bfloat16, linstate::chunked<64>, Strategy>(data, seed);
+  cd::delta_grad_two_blocks_enabled = false;
+  const auto one = both<Spec, Eigen::bfloat16, linstate::chunked<64>, Strategy>(data, seed).second;
+  cd::delta_grad_two_blocks_enabled = true;
+  std::string line = what + ": two blocks ÷ one block, ratios";
+  int compared = 0;
+  for_each_grad(one, two, [&](const char* name, const auto& a, const auto& b) {
+    CAPTURE(what);
+    CAPTURE(name);
+    REQUIRE(a.numel() == b.numel());
+    if (a.empty()) return;
+    const double ratio = rms_ratio(b, a);
+    line += std::string(" ") + name + " " + std::to_string(ratio);
+    CAPTURE(ratio);
+    CHECK(ratio <= 1e-3);
+    ++compared;
+  });
+  CHECK(compared >= 5);  // q, k, v, beta, g at least
+  for_each_grad(ref, two, [&](const char* name, const auto& a, const auto& b) {
+    CAPTURE(what);
+    CAPTURE(name);
+    if (!a.empty()) CHECK(rms_ratio(b, a) <= ratio_tol);
+  });
+  MESSAGE(line);
+}
+
+TEST_CASE("chunked backward: the delta rule's bf16 gradient kernel at two blocks per SM against the one-block kernel") {
+  check_grad_two_blocks<gdn>("gdn K=V=128", make<gdn>({.B = 2, .T = 300, .H = 2, .HV = 2, .K = 128, .V = 128}, 264), 96);
+  check_grad_two_blocks<gdn_plain>("gdn plain K=64 V=48", make<gdn_plain>({.B = 2, .T = 130, .H = 1, .HV = 2, .K = 64, .V = 48}, 265), 97);
+  const auto d = make<sse_gdn>({.B = 2, .T = 260, .H = 2, .HV = 2, .K = 96, .V = 64}, 266);
+  check_grad_two_blocks<sse_gdn, linstate::varlen>("sse_gdn varlen K=96", d, 98);
+  check_grad_two_blocks<sse_gdn, linstate::mask>("sse_gdn mask K=96", d, 98);
+  auto n = make<sse_gdn_w2r1>({.B = 1, .T = 200, .H = 2, .HV = 2, .K = 32, .V = 64}, 267);
+  second_choice_never_read(n);  // chunks without a reading record (no dO phase)
+  check_grad_two_blocks<sse_gdn_w2r1>("sse_gdn kw=2 kr=1 K=32, partition 3 never read", n, 99);
+}
+
 //! The bf16 backward's two sequential passes (delta_tc_hstate_kernel, delta_tc_rscan_kernel) at 8 and at
 //! 16 warps per block: the same accumulators summed in the same order, so the same bits; and both
 //! within the tolerance of the exact path (the case above runs the default, 8).

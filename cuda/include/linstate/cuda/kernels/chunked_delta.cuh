@@ -45,6 +45,9 @@
 //      three whose plain form moved a gradient most in the probes (dK̂ = Vn Dᵀ: dg 0.0045; dA = dO Vnᵀ;
 //      dB_U = Tᵀ dVn: dβ 0.0048) stay split, as do the prep's (kernel 1): with the nine plain the
 //      GPU tests' ratios are ≤ 0.0035 (docs/benchmarks.md, "Issue 11, session 21").
+//      For bf16 inputs with K % 16 == 0 (since session 26) delta_grad_bf16_kernel does 5b instead: 8 warps
+//      and ≈ 105 KiB of shared memory at K = 128, two blocks per SM (K̂ and Q kept as the bf16 operands
+//      the plain products take, dQ in mma accumulators; its comment has the layout).
 // All arithmetic is fp32 (the buffers, the WY solve, the sequential kernels' own row/column dot
 // products): the WY solve is sensitive to rounding, and this path is about exactness first. The
 // per-chunk products of kernels 1, 3 and 5 (tile_mma_f32, gemm_abt_staged) are exact fp32 on the CUDA
@@ -1393,6 +1396,430 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
   }
 }
 
+// --- 5b for bf16 inputs: delta_grad_bf16_kernel ------------------------------------------------------
+//
+// Kernel 5b for bf16 inputs with K a multiple of 16 (session 26): the same gradients as
+// delta_grad_kernel in 8 warps and ≈ 105 KiB of shared memory at K = 128, so that two blocks share an
+// SM (delta_grad_kernel: 16 warps, one block per SM at ≈ 217 KiB; session 24's ncu put it at 25 %
+// occupancy, latency-bound). Every product that reads K̂ or Q is a plain bf16 product in
+// delta_grad_kernel (x3_plain: both operands rounded to bf16 once), so here K̂ and Q = diag(r) Q̂ live
+// in shared memory as those bf16 values (their products the same bits), and the fp32 row dot products
+// that read them take k̂, q̂ from global memory (p.kn, p.qn, in L2). The layout (K = 128, fp32 unless
+// said): K̂, Q bf16 [C, K + 8] (17 KiB each); dK [C, K + 4] (33 KiB); A / dM and X [C, C + 4] (17 KiB
+// each); Y [C, C + 4] over Q (Q is used up in the dO phase, Y first written after it); no T and no dQ
+// tile: in the dO phase warps 0–3 hold dQ = P K̂ for 16 rows each in mma accumulators, add e^{G} dQg,
+// and store the q gradients from there, while warps 4–7 add Pᵀ Q into dK. The row and column sums of
+// dA ⊙ A read X and A directly; −dB_W Wᵀ stages through A and X (gemm_abt_staged) before dB_U Uᵀ and
+// K̂K̂ᵀ are loaded there. The products' tiles keep delta_grad_kernel's k-steps and order (the same bits
+// for dK's products and K̂K̂ᵀ); the row dot products (⟨q̂, dQ⟩, ⟨dQg, Q⟩) and the block-wide sums
+// (⟨D, S⟩ over 8 warps, not 16) add in another order, so the gradients are not delta_grad_kernel's bits.
+
+inline constexpr int delta_grad2_threads = 256;  //!< kernel 5b for bf16 inputs: 8 warps, two blocks per SM
+
+namespace delta_detail {
+__host__ __device__ constexpr int ldh(int K) { return K + 8; }  //!< bf16 rows of K̂, Q: 16-byte multiples (ldmatrix)
+
+//! C[16 × 16 tile (i0, j0)] (+)= A·B for the plain bf16 products of delta_grad_bf16_kernel, one warp:
+//! A fp32 in shared memory (LA: row_major A(i, k) = A[i·lda + k], col_major A(i, k) = A[k·lda + i]),
+//! rounded to bf16 as tile_mma_x3's x3_plain rounds it; B bf16 row-major [k][n] in shared memory
+//! (pitch ldb, 16-byte aligned rows), its fragments by ldmatrix.trans; the k-steps [kb, ke) in order.
+template <class LA>
+__device__ __forceinline__ void tile16_plain(float* C, int ldc_, const float* A, int lda, const __nv_bfloat16* B, int ldb, int i0,
+                                             int j0, int kb, int ke, bool accumulate) {
+  using x3_detail::bf2;
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  auto a = [&](int i, int k) { return A[tile_index<LA>(i, k, lda)]; };
+  float d[2][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float* c0 = C + (i0 + g) * ldc_ + j0 + 8 * h + t2;
+    const float* c1 = c0 + 8 * ldc_;
+    d[h][0] = accumulate ? c0[0] : 0.f, d[h][1] = accumulate ? c0[1] : 0.f;
+    d[h][2] = accumulate ? c1[0] : 0.f, d[h][3] = accumulate ? c1[1] : 0.f;
+  }
+  // this lane's ldmatrix row: k0 + row lane % 8 (+ 8 for blocks 1, 3), columns j0 (+ 8 for blocks 2, 3)
+  const __nv_bfloat16* brow = B + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ldb + j0 + 8 * (lane >> 4);
+  for (int k0 = kb; k0 < ke; k0 += 16) {
+    unsigned ah[4], bq[4];
+    ah[0] = bf2(a(i0 + g, k0 + t2), a(i0 + g, k0 + t2 + 1));
+    ah[1] = bf2(a(i0 + g + 8, k0 + t2), a(i0 + g + 8, k0 + t2 + 1));
+    ah[2] = bf2(a(i0 + g, k0 + t2 + 8), a(i0 + g, k0 + t2 + 9));
+    ah[3] = bf2(a(i0 + g + 8, k0 + t2 + 8), a(i0 + g + 8, k0 + t2 + 9));
+    ldsm_x4_trans(bq, brow + k0 * ldb);
+    const unsigned b0[2] = {bq[0], bq[1]}, b1[2] = {bq[2], bq[3]};
+    x3_detail::mma_bf16_16816(d[0], ah, b0);
+    x3_detail::mma_bf16_16816(d[1], ah, b1);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float* c0 = C + (i0 + g) * ldc_ + j0 + 8 * h + t2;
+    float* c1 = c0 + 8 * ldc_;
+    c0[0] = d[h][0], c0[1] = d[h][1], c1[0] = d[h][2], c1[1] = d[h][3];
+  }
+}
+
+//! dK[C × K] += A·K̂ over the block's warps (tile16_plain per 16 × 16 tile, tiles dealt as tile_mma_x3
+//! deals them, over warps [0, nwarps) of those taking part, `warp` this one's index among them): `lower`
+//! — A(i, k) = 0 for k > i (the k-steps up to the tile's diagonal block), else A(i, k) = 0 for k < i
+//! (from it). The caller synchronises before and after.
+template <class LA>
+__device__ __forceinline__ void dk_add_plain(float* dK, int lk, const float* A, int lda, const __nv_bfloat16* Kh, int lh, int K,
+                                             bool lower, int warp, int nwarps) {
+  const int tn = K / 16, tiles = (chunk_len / 16) * tn;
+  for (int tile = warp; tile < tiles; tile += nwarps) {
+    const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+    tile16_plain<LA>(dK, lk, A, lda, Kh, lh, i0, j0, lower ? 0 : i0, lower ? i0 + 16 : chunk_len, true);
+  }
+}
+}  // namespace delta_detail
+
+struct delta_grad2_smem {
+  std::size_t recs, G, b, dG, db, cv, red, Kh, Qh, Y, dK, Am, X, bytes;
+  __host__ __device__ explicit delta_grad2_smem(int K) {
+    using delta_detail::up16;
+    const std::size_t rowh = static_cast<std::size_t>(chunk_len) * delta_detail::ldh(K) * sizeof(__nv_bfloat16);
+    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
+    const std::size_t cc = static_cast<std::size_t>(chunk_len) * delta_detail::ldc * sizeof(float);
+    const std::size_t vec = up16(chunk_len * sizeof(float));
+    recs = 0;
+    G = up16(chunk_len * sizeof(chunk_record));
+    b = G + vec, dG = b + vec, db = dG + vec, cv = db + vec, red = cv + vec;
+    Kh = red + up16(delta_grad2_threads / 32 * sizeof(float));
+    Qh = Kh + rowh, Y = Qh;  // Y over Q
+    dK = Qh + (rowh > cc ? rowh : cc);
+    Am = dK + rowk, X = Am + cc;  // A and X adjacent: gemm_abt_staged's stage for −dB_W Wᵀ
+    bytes = X + cc;
+  }
+};
+static_assert(delta_detail::slab_stage_bytes(2 * chunk_len) <= 2 * static_cast<std::size_t>(chunk_len) * delta_detail::ldc * sizeof(float),
+              "delta_grad_bf16_kernel stages −dB_W Wᵀ through A and X");
+static_assert(chunk_max_k <= 128 && chunk_len == 64, "delta_grad_bf16_kernel holds dQ of K ≤ 128 columns in 16 accumulator tiles");
+
+//! grid (max_chunks, HV), 256 threads. For bf16 inputs with K % 16 == 0 (enqueue_delta_grad); the
+//! notation of delta_grad_kernel.
+template <class D>
+__global__ void __launch_bounds__(delta_grad2_threads, 2) delta_grad_bf16_kernel(const delta_params<__nv_bfloat16> p) {
+  using Dev = __nv_bfloat16;
+  using namespace delta_detail;
+  constexpr int C = chunk_len, NT = delta_grad2_threads, NKT = chunk_max_k / 8;
+  const index_t c = blockIdx.x;
+  if (c >= p.rt.seg_chunk[p.S * p.P]) return;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int K = p.K, V = p.V, lk = ldk(K), lh = ldh(K);
+  const delta_grad2_smem L(K);
+  auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
+  float* G = reinterpret_cast<float*>(smem_raw + L.G);
+  float* b = reinterpret_cast<float*>(smem_raw + L.b);
+  float* dG = reinterpret_cast<float*>(smem_raw + L.dG);
+  float* db = reinterpret_cast<float*>(smem_raw + L.db);
+  float* cvec = reinterpret_cast<float*>(smem_raw + L.cv);
+  float* red = reinterpret_cast<float*>(smem_raw + L.red);
+  auto* Kh = reinterpret_cast<__nv_bfloat16*>(smem_raw + L.Kh);
+  auto* Qh = reinterpret_cast<__nv_bfloat16*>(smem_raw + L.Qh);
+  float* Y = reinterpret_cast<float*>(smem_raw + L.Y);
+  float* dK = reinterpret_cast<float*>(smem_raw + L.dK);
+  float* Am = reinterpret_cast<float*>(smem_raw + L.Am);
+  float* X = reinterpret_cast<float*>(smem_raw + L.X);
+  const int tid = static_cast<int>(threadIdx.x), nt = NT;
+  const int warp = tid >> 5, lane = tid & 31, nwarps = NT / 32;
+  const chunk_block<Dev> blk = begin_chunk(p, c, recs);
+  const int hv = blk.hv;
+  const at_chunk& o = blk.o;
+  const chunk_where& at = blk.at;
+  const device_source<Dev>& src = blk.src;
+  const float* S = p.hbuf + o.kv;    // [K,V] entering state
+  const float* Dx = p.dbuf + o.kv;   // [K,V] ∂L/∂S'
+  const float* W = p.W + o.ck;       // [C,K]
+  const float* kn = p.kn + o.ck;     // [C,K] k̂ (fp32: the row dot products)
+  const float* qn = p.qn + o.ck;     // [C,K] q̂
+  const delta_ws w(p, c, hv);        // kernel 5a's products
+  const float* ws1 = w.dqg;
+  const float* ws2 = w.dbw;
+  const float* ws3 = w.dbu;
+  if (tid < C) G[tid] = p.G[o.c + tid], b[tid] = p.b[o.c + tid], dG[tid] = 0.f, db[tid] = 0.f;
+  const bool any_r = __syncthreads_or(tid < C && recs[tid].rd) != 0;
+  {  // K̂ and Q = diag(r) Q̂ rounded to bf16 (the plain products' operands), kernel 5a's dK̂ = Vn Dᵀ into dK
+    constexpr int batch = 4;
+    const int kq = K / 4, n4 = C * kq;
+    const auto* kn4 = reinterpret_cast<const float4*>(kn);
+    const auto* qn4 = reinterpret_cast<const float4*>(qn);
+    const auto* dk4 = reinterpret_cast<const float4*>(w.dkd);
+    for (int e0 = tid; e0 < n4; e0 += batch * nt) {
+      float4 xk[batch], xq[batch], xd[batch];
+#pragma unroll
+      for (int u = 0; u < batch; ++u) {
+        const int e = e0 + u * nt;
+        if (e < n4) xk[u] = kn4[e], xq[u] = qn4[e], xd[u] = dk4[e];
+      }
+#pragma unroll
+      for (int u = 0; u < batch; ++u) {
+        const int e = e0 + u * nt;
+        if (e >= n4) continue;
+        const int i = e / kq, a = 4 * (e % kq);
+        const float r = recs[i].r;
+        *reinterpret_cast<uint2*>(Kh + i * lh + a) = make_uint2(x3_detail::bf2(xk[u].x, xk[u].y), x3_detail::bf2(xk[u].z, xk[u].w));
+        *reinterpret_cast<uint2*>(Qh + i * lh + a) =
+            make_uint2(x3_detail::bf2(xq[u].x * r, xq[u].y * r), x3_detail::bf2(xq[u].z * r, xq[u].w * r));
+        *reinterpret_cast<float4*>(dK + i * lk + a) = xd[u];
+      }
+    }
+    const auto* a4 = reinterpret_cast<const float4*>(p.A + o.cc);
+    const auto* da4 = reinterpret_cast<const float4*>(w.da);
+    for (int e = tid; e < C * C / 4; e += nt) {
+      const int i = e / (C / 4), j = 4 * (e % (C / 4));
+      const float4 xa = a4[e];
+      if (any_r) *reinterpret_cast<float4*>(X + i * ldc + j) = da4[e];
+      *reinterpret_cast<float4*>(Am + i * ldc + j) = xa;
+    }
+  }
+  const float gl = G[C - 1], egl = __expf(gl);
+  __syncthreads();
+
+  // S' = e^{G_C} S + Kdᵀ Vn:  dKd = Vn Dᵀ (kernel 5a, in dK), c_i = ⟨dKd_i, Kd_i⟩, dG_C += Σ c_i + e^{G_C} ⟨D, S⟩
+  float part = 0.f;
+  {
+    const auto* d4 = reinterpret_cast<const float4*>(Dx);
+    const auto* s4 = reinterpret_cast<const float4*>(S);
+    const int n4 = K * V / 4;
+#pragma unroll 4
+    for (int e = tid; e < n4; e += nt) {
+      const float4 x = d4[e], y = s4[e];
+      part = fmaf(x.x, y.x, part), part = fmaf(x.y, y.y, part), part = fmaf(x.z, y.z, part), part = fmaf(x.w, y.w, part);
+    }
+  }
+  part = warp_sum(part);
+  if (lane == 0) red[warp] = part;
+  for (int i = warp; i < C; i += nwarps) {
+    const float e = __expf(gl - G[i]);
+    float d = 0.f;
+    for (int a = lane; a < K; a += 32) d = fmaf(dK[i * lk + a], kn[i * K + a], d);
+    d = warp_sum(d) * e;
+    for (int a = lane; a < K; a += 32) dK[i * lk + a] *= e;
+    if (lane == 0) cvec[i] = d, dG[i] -= d;
+  }
+  __syncthreads();
+  float dGl = 0.f;
+  if (tid == 0) {
+    float sd = 0.f;
+    for (int i = 0; i < nwarps; ++i) sd += red[i];
+    for (int i = 0; i < C; ++i) dGl += cvec[i];
+    dGl += egl * sd;
+  }
+
+  // O = diag(e^G) Q S + A Vn:  dA = dO Vnᵀ (kernel 5a, in X), dQg = dO Sᵀ (kernel 5a, ws1)
+  if (any_r) {
+    if (tid < C) {  // dG from Γ inside A (the diagonal cancels): Σ_j dA_ij A_ij − Σ_j dA_ji A_ji, rows from a rotated start
+      float rs = 0.f, cs = 0.f;
+      for (int j = 0; j < C; ++j) {
+        const int jr = (j + tid) & (C - 1);
+        rs += __fmul_rn(X[tid * ldc + jr], Am[tid * ldc + jr]);
+        cs += __fmul_rn(X[j * ldc + tid], Am[j * ldc + tid]);
+      }
+      dG[tid] += rs - cs;
+    }
+    __syncthreads();  // X read before P replaces it
+    for (int e = tid; e < C * C; e += nt) {
+      const int i = e / C, j = e % C;
+      X[i * ldc + j] = j <= i ? X[i * ldc + j] * __expf(G[i] - G[j]) : 0.f;  // P = lower_incl(dA) ⊙ Γ
+    }
+    __syncthreads();
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+    if (warp < 4) {
+      // dQ = P K̂ (rows i0 … + 15 in accumulators; P lower triangular: the k-steps up to the diagonal
+      // block), + e^{G} dQg; then the q gradients of the band's reading records
+      const int i0 = 16 * warp, ra = i0 + g, rb = ra + 8;
+      float acc[NKT][4];
+#pragma unroll
+      for (int n = 0; n < NKT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+      const __nv_bfloat16* brow = Kh + ((lane & 7) + 8 * ((lane >> 3) & 1)) * lh + 8 * (lane >> 4);
+      for (int k0 = 0; k0 <= i0; k0 += 16) {
+        unsigned ah[4];
+        ah[0] = x3_detail::bf2(X[ra * ldc + k0 + t2], X[ra * ldc + k0 + t2 + 1]);
+        ah[1] = x3_detail::bf2(X[rb * ldc + k0 + t2], X[rb * ldc + k0 + t2 + 1]);
+        ah[2] = x3_detail::bf2(X[ra * ldc + k0 + t2 + 8], X[ra * ldc + k0 + t2 + 9]);
+        ah[3] = x3_detail::bf2(X[rb * ldc + k0 + t2 + 8], X[rb * ldc + k0 + t2 + 9]);
+#pragma unroll
+        for (int n = 0; n < NKT; n += 2) {
+          if (8 * n >= K) break;
+          unsigned bq[4];
+          ldsm_x4_trans(bq, brow + k0 * lh + 8 * n);
+          const unsigned b0[2] = {bq[0], bq[1]}, b1[2] = {bq[2], bq[3]};
+          x3_detail::mma_bf16_16816(acc[n], ah, b0);
+          x3_detail::mma_bf16_16816(acc[n + 1], ah, b1);
+        }
+      }
+      const float ea = __expf(G[ra]), eb = __expf(G[rb]);
+      const float rra = recs[ra].r, rrb = recs[rb].r;
+      float ga = 0.f, gb = 0.f, da = 0.f, dbv = 0.f;  // ⟨dQg_i, Q_i⟩ and ⟨q̂_i, dQ_i⟩ of rows ra, rb (this lane's columns)
+#pragma unroll
+      for (int n = 0; n < NKT; ++n) {
+        if (8 * n >= K) break;
+        const int col = 8 * n + t2;
+        const float2 ya = *reinterpret_cast<const float2*>(ws1 + ra * K + col), yb = *reinterpret_cast<const float2*>(ws1 + rb * K + col);
+        const float2 qa = *reinterpret_cast<const float2*>(qn + ra * K + col), qb = *reinterpret_cast<const float2*>(qn + rb * K + col);
+        acc[n][0] = fmaf(ea, ya.x, acc[n][0]), acc[n][1] = fmaf(ea, ya.y, acc[n][1]);
+        acc[n][2] = fmaf(eb, yb.x, acc[n][2]), acc[n][3] = fmaf(eb, yb.y, acc[n][3]);
+        ga = fmaf(ya.x, qa.x * rra, ga), ga = fmaf(ya.y, qa.y * rra, ga);
+        gb = fmaf(yb.x, qb.x * rrb, gb), gb = fmaf(yb.y, qb.y * rrb, gb);
+        da = fmaf(qa.x, acc[n][0], da), da = fmaf(qa.y, acc[n][1], da);
+        dbv = fmaf(qb.x, acc[n][2], dbv), dbv = fmaf(qb.y, acc[n][3], dbv);
+      }
+#pragma unroll
+      for (int m = 1; m <= 2; m <<= 1) {  // the row's four lanes (a quad)
+        ga += __shfl_xor_sync(0xffffffffu, ga, m), gb += __shfl_xor_sync(0xffffffffu, gb, m);
+        da += __shfl_xor_sync(0xffffffffu, da, m), dbv += __shfl_xor_sync(0xffffffffu, dbv, m);
+      }
+      if ((lane & 3) == 0) dG[ra] += ea * ga, dG[rb] += eb * gb;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = half ? rb : ra;
+        const float d = half ? dbv : da;  // ⟨q̂, ∂L/∂Q⟩
+        const chunk_record& r = recs[row];
+        if (!(r.rd && (p.dq || p.dq_out || p.dcr))) continue;
+        if (p.dq || p.dq_out) {
+          const float s = r.r * p.qinv[o.c + row];
+#pragma unroll
+          for (int n = 0; n < NKT; ++n) {
+            if (8 * n >= K) break;
+            const int col = 8 * n + t2;
+            float g0 = acc[n][2 * half], g1 = acc[n][2 * half + 1];
+            if (p.l2norm) {
+              const float2 q = *reinterpret_cast<const float2*>(qn + row * K + col);
+              g0 -= q.x * d, g1 -= q.y * d;
+            }
+            if (p.dq_out) {  // direct store (one slot; the user's tensor: scalar stores, no alignment assumed)
+              p.dq_out[r.hv * K + col] = from_f32<Dev>(s * g0), p.dq_out[r.hv * K + col + 1] = from_f32<Dev>(s * g1);
+            } else *reinterpret_cast<float2*>(p.dq + (r.hv * p.Rr + r.slot) * K + col) = make_float2(s * g0, s * g1);
+          }
+        }
+        if ((lane & 3) == 0 && at.routed && p.dcr) p.dcr[r.hv * p.N + at.n] = p.scale * d;
+      }
+    } else {
+      dk_add_plain<col_major_t>(dK, lk, X, ldc, Qh, lh, K, /*lower=*/false, warp - 4, nwarps - 4);  // dK += Pᵀ Q (Pᵀ upper)
+    }
+  }
+  __syncthreads();  // Q and P used up: Y (over Q) and the stage (over A and X) are free
+
+  // Vn = U − W S:  dU = dVn, dW = −dVn Sᵀ;  [dB_U | dB_W] = Tᵀ [dU | dW], so dB_U = Tᵀ dVn (kernel 5a, ws3)
+  // and −dB_W = Tᵀ dVn Sᵀ = dB_U Sᵀ (kernel 5a, ws2)
+  for (int i = warp; i < C; i += nwarps) {
+    const chunk_record& r = recs[i];
+    const float e = __expf(G[i]), be = b[i] * e;
+    float kb = 0.f, vb = 0.f;
+    for (int a = lane; a < K; a += 32) {
+      const float y = -ws2[i * K + a];
+      kb = fmaf(y, kn[i * K + a], kb);
+      dK[i * lk + a] += be * y;
+    }
+    if (r.wr) {
+      const int wsl = write_slot(p, r, at);
+      for (int j = lane; j < V; j += 32) {
+        const float y = ws3[static_cast<index_t>(i) * V + j];
+        vb = fmaf(y, to_f32(p.v[r.hv * V + j]), vb);
+        if (p.dv_out) p.dv_out[r.hv * V + j] = from_f32<Dev>(b[i] * y);  // direct store (one slot)
+        else if (p.dv) p.dv[(r.hv * p.Rw + wsl) * V + j] = b[i] * y;
+      }
+    }
+    kb = warp_sum(kb), vb = warp_sum(vb);
+    if (lane == 0) db[i] += vb + e * kb, dG[i] += be * kb;
+  }
+  // L = I + diag(b) Mg:  dL = −[dB_U | dB_W] [U | W]ᵀ = ws2 Wᵀ − ws3 Uᵀ (ws3 Uᵀ: kernel 5a)
+  gemm_abt_staged<Dev, NT>(Y, ldc, ws2, K, W, K, C, C, K, false, Am, /*a_bf16=*/false, /*plain=*/true);  // (stage: A and X)
+  __syncthreads();  // the stage read: A and X are written next
+  {
+    const auto* u4 = reinterpret_cast<const float4*>(w.dbuu);
+    for (int e = tid; e < C * C / 4; e += nt) {
+      const int i = e / (C / 4), j = 4 * (e % (C / 4));
+      *reinterpret_cast<float4*>(X + i * ldc + j) = u4[e];
+    }
+  }
+  {  // K̂ K̂ᵀ, its tiles on and below the diagonal (plain, as delta_grad_kernel's x3_c_lower | x3_plain)
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+    for (int tile = warp; tile < (C / 16) * (C / 16); tile += nwarps) {
+      const int i0 = (tile / (C / 16)) * 16, j0 = (tile % (C / 16)) * 16;
+      if (j0 > i0) continue;
+      float d[2][4] = {};
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        auto pair = [&](int row, int k) { return *reinterpret_cast<const unsigned*>(Kh + row * lh + k); };
+        const unsigned ah[4] = {pair(i0 + g, k0 + t2), pair(i0 + g + 8, k0 + t2), pair(i0 + g, k0 + t2 + 8), pair(i0 + g + 8, k0 + t2 + 8)};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int j = j0 + 8 * h + g;
+          const unsigned bh[2] = {pair(j, k0 + t2), pair(j, k0 + t2 + 8)};
+          x3_detail::mma_bf16_16816(d[h], ah, bh);
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float* c0 = Am + (i0 + g) * ldc + j0 + 8 * h + t2;
+        float* c1 = c0 + 8 * ldc;
+        c0[0] = d[h][0], c0[1] = d[h][1], c1[0] = d[h][2], c1[1] = d[h][3];
+      }
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < C * C; e += nt) {
+    const int i = e / C, j = e % C;
+    float x = 0.f, y = 0.f, dm = 0.f;
+    if (j < i) {
+      const float gam = __expf(G[i] - G[j]);
+      const float dl = Y[i * ldc + j] - X[i * ldc + j];
+      x = dl * Am[i * ldc + j] * gam;  // dL ⊙ Mg
+      y = x * b[i];                    // dMg ⊙ Mg
+      dm = b[i] * dl * gam;            // dM = diag(b) dL ⊙ Γ
+    }
+    X[i * ldc + j] = x, Y[i * ldc + j] = y, Am[i * ldc + j] = dm;
+  }
+  __syncthreads();
+  if (tid < C) {  // rows read from a rotated start (no bank conflicts)
+    float rx = 0.f, ry = 0.f, cy = 0.f;
+    for (int j = 0; j < C; ++j) {
+      const int jr = (j + tid) & (C - 1);
+      rx += X[tid * ldc + jr], ry += Y[tid * ldc + jr], cy += Y[j * ldc + tid];
+    }
+    db[tid] += rx, dG[tid] += ry - cy;
+  }
+  dk_add_plain<row_major_t>(dK, lk, Am, ldc, Kh, lh, K, /*lower=*/true, warp, nwarps);  // dK += dM K̂ (dM strictly lower)
+  __syncthreads();
+  dk_add_plain<col_major_t>(dK, lk, Am, ldc, Kh, lh, K, /*lower=*/false, warp, nwarps);  // dK += dMᵀ K̂
+  if (tid == 0) {
+    dG[C - 1] += dGl;
+    float acc = 0.f;  // dg_i = Σ_{j ≥ i} dG_j
+    for (int i = C - 1; i >= 0; --i) acc += dG[i], dG[i] = acc;
+  }
+  __syncthreads();
+
+  // per writing record: raw gradients into the partials (the q gradients went out in the dO phase)
+  for (int i = warp; i < C; i += nwarps) {
+    const chunk_record& r = recs[i];
+    if (!r.wr) continue;
+    const int wsl = write_slot(p, r, at);
+    if (p.dk || p.dk_out) {
+      const float ik = p.kinv[o.c + i];
+      float d = 0.f;
+      if (p.l2norm)
+        for (int a = lane; a < K; a += 32) d = fmaf(kn[i * K + a], dK[i * lk + a], d);
+      d = warp_sum(d);
+      for (int a = lane; a < K; a += 32) {
+        const float x = ik * (dK[i * lk + a] - kn[i * K + a] * d);
+        if (p.dk_out) p.dk_out[r.hv * K + a] = from_f32<Dev>(x);  // direct store (one slot)
+        else p.dk[(r.hv * p.Rw + wsl) * K + a] = x;
+      }
+    }
+    if (lane == 0) {
+      float dbeta = 0.f, dcw = 0.f;  // the policy's adjoint of b(β, w)
+      D::write_strength_backward(to_f32(src.beta[r.hv]), r.w, db[i], dbeta, dcw);
+      if (p.dbeta_out) p.dbeta_out[r.hv] = from_f32<Dev>(dbeta);  // direct stores (one slot)
+      else if (p.dbeta) p.dbeta[r.hv * p.Rw + wsl] = dbeta;
+      // G summed the floored gates: ∂L/∂g is exactly 0 below detail::chunked_log_decay_floor
+      const float dg = detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv, 0))) ? 0.f : dG[i];
+      if (p.dg_out) p.dg_out[r.hv] = from_f32<Dev>(dg);
+      else if (p.dg) p.dg[r.hv * p.Rw + wsl] = dg;
+      if (at.routed && p.dcw) p.dcw[r.hv * p.N + at.n] = dcw;
+    }
+  }
+}
+
 // --- host side ---------------------------------------------------------------------------------------
 
 //! Whether the chunked delta-rule kernels take this problem of a family::delta policy (else the
@@ -1422,6 +1849,13 @@ void set_delta_smem(int K, const char* api) {
     set(reinterpret_cast<const void*>(delta_grad_products_kernel<Dev>), delta_gprod_smem(k).bytes,
         "cudaFuncSetAttribute(delta_grad_products_kernel)");
     set(reinterpret_cast<const void*>(delta_grad_kernel<D, Dev>), delta_grad_smem(k).bytes, "cudaFuncSetAttribute(delta_grad_kernel)");
+    if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
+      // two blocks per SM (delta_grad2_smem): the largest shared-memory carveout
+      const auto* f = reinterpret_cast<const void*>(delta_grad_bf16_kernel<D>);
+      set(f, delta_grad2_smem(k).bytes, "cudaFuncSetAttribute(delta_grad_bf16_kernel)");
+      check(cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+            "cudaFuncSetAttribute(delta_grad_bf16_kernel)", api);
+    }
     return true;
   }();
   (void)once, (void)K;
@@ -1481,6 +1915,11 @@ void enqueue_chunked_delta(const delta_params<Dev>& p, cudaStream_t stream, cons
   }
 }
 
+//! Whether bf16 inputs with K % 16 == 0 take delta_grad_bf16_kernel (8 warps, two blocks per SM) for
+//! kernel 5b rather than delta_grad_kernel (tests switch it off to compare the two; not thread-safe to
+//! change while another thread enqueues a call).
+inline bool delta_grad_two_blocks_enabled = true;
+
 //! Kernels 5a and 5b of the backward (after the reverse scan).
 template <class D, class Dev>
 void enqueue_delta_grad(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
@@ -1489,8 +1928,15 @@ void enqueue_delta_grad(const delta_params<Dev>& p, cudaStream_t stream, const c
     delta_grad_products_kernel<Dev><<<dim3(static_cast<unsigned>(3 * chunks), static_cast<unsigned>(p.HV)), delta_gprod_threads,
                                       delta_gprod_smem(p.K).bytes, stream>>>(p);
     check_launch("delta_grad_products_kernel", api);
-    delta_grad_kernel<D, Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_grad_threads,
-                             delta_grad_smem(p.K).bytes, stream>>>(p);
+    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV));
+    if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
+      if (p.K % 16 == 0 && delta_grad_two_blocks_enabled) {  // 8 warps, two blocks per SM
+        delta_grad_bf16_kernel<D><<<grid, delta_grad2_threads, delta_grad2_smem(p.K).bytes, stream>>>(p);
+        check_launch("delta_grad_bf16_kernel", api);
+        return;
+      }
+    }
+    delta_grad_kernel<D, Dev><<<grid, delta_grad_threads, delta_grad_smem(p.K).bytes, stream>>>(p);
     check_launch("delta_grad_kernel", api);
   }
 }
