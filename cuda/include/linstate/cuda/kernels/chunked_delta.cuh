@@ -551,7 +551,7 @@ struct delta_prep_smem {
 
 //! grid (max_chunks, HV). The log-decays and β̃ come from the policy (D::log_decay, D::write_strength).
 template <class D, class Dev>
-__global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_params<Dev> p) {
+__global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delta_params<Dev> p) {
   static_assert(is_delta<D>, "linstate (cuda): the chunked delta-rule kernels run family::delta");
   using namespace delta_detail;
   constexpr int C = chunk_len;
