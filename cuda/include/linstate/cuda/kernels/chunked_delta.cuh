@@ -460,6 +460,86 @@ __device__ __forceinline__ void gather_rows16(float* dst, int ld, const Dev* x, 
   }
 }
 
+
+// --- split-bf16 products from operands split once, in place (delta_prep_kernel, bf16 inputs) ------------
+//
+// tile_mma_x3 splits each fp32 operand element into bf16 hi / lo halves as it forms the fragments, once
+// per output tile that reads it (8 times for T in W = T K̂', 4 for K̂ in K̂K̂ᵀ): a third of
+// delta_prep_kernel's instructions in session 23's profile. Here each element is split once and written
+// back over its own fp32 row, which then holds [hi (w) | lo (w)] bf16 in the same bytes (w the row's
+// width; the row pitch of K + 4 or C + 4 floats keeps every row's start on 16 bytes and ldmatrix's eight
+// row addresses on distinct banks), and the fragments come by ldmatrix. Same split, same products in the
+// same order (split_mma): the same bits as tile_mma_x3.
+
+//! Row `row` (fp32, width w ≤ 128) rewritten in place as [hi (w) | lo (w)] bf16 (x3_detail::split2's halves,
+//! element by element); one warp, which has finished writing the row. Ends with __syncwarp.
+__device__ __forceinline__ void split_row_in_place(float* row, int w) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  float x[4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) x[u] = lane + 32 * u < w ? row[lane + 32 * u] : 0.f;
+  __syncwarp();
+  auto* h = reinterpret_cast<__nv_bfloat16*>(row);
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int a = lane + 32 * u;
+    if (a >= w) continue;
+    const __nv_bfloat16 hi = __float2bfloat16_rn(x[u]);
+    h[a] = hi, h[w + a] = __float2bfloat16_rn(x[u] - __bfloat162float(hi));
+  }
+  __syncwarp();
+}
+
+//! C[M×N] (fp32, row-major ldc; shared or global) = A·B from split rows (split_row_in_place) in shared
+//! memory, by tile_mma_x3's terms in its order (per k-step A_lo·B_hi, A_hi·B_lo, A_hi·B_hi): A row-major
+//! [M][Kd] (rows of wa elements, pitch lda bf16); B as rows of Bᵀ [N][Kd] (b_rows_t) or row-major [Kd][N]
+//! (fragments by ldmatrix.trans), rows of wb elements at pitch ldb. flags: tile_mma_x3's x3_c_lower,
+//! x3_a_lower (x3_a_upper and x3_plain are not used here). M, N, Kd multiples of 16. Whole block; no barrier.
+__device__ __forceinline__ void split_mma(float* C, int ldc, const __nv_bfloat16* A, int lda, int wa, const __nv_bfloat16* B, int ldb,
+                                         int wb, bool b_rows_t, int M, int N, int Kd, unsigned flags) {
+  using x3_detail::mma_bf16_16816;
+  constexpr unsigned e2 = sizeof(__nv_bfloat16);
+  const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2, r = lane & 7, m = lane >> 3;
+  const unsigned as = static_cast<unsigned>(__cvta_generic_to_shared(A)), bs = static_cast<unsigned>(__cvta_generic_to_shared(B));
+  const int tn = N / 16, tiles = (M / 16) * tn;
+  for (int tile = warp; tile < tiles; tile += nwarps) {
+    const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
+    if ((flags & x3_c_lower) && j0 > i0) continue;
+    const int ke = (flags & x3_a_lower) ? min(Kd, i0 + 16) : Kd;
+    // this lane's ldmatrix rows: A (rows i0 + r + 8·(m & 1), columns + 8·(m / 2): fragments a0 … a3);
+    // B: rows j0 + r + 8·(m / 2), columns + 8·(m & 1) of Bᵀ, or rows k + r + 8·(m & 1), columns j0 + 8·(m / 2)
+    const unsigned a_at = as + e2 * ((i0 + r + 8 * (m & 1)) * lda + 8 * (m >> 1));
+    const unsigned b_at = b_rows_t ? bs + e2 * ((j0 + r + 8 * (m >> 1)) * ldb + 8 * (m & 1)) : bs + e2 * ((r + 8 * (m & 1)) * ldb + j0 + 8 * (m >> 1));
+    float d[2][4] = {};
+    for (int k0 = 0; k0 < ke; k0 += 16) {
+      unsigned ah[4], al[4], bh[4], bl[4];
+      ldsm_x4(ah, a_at + e2 * k0);
+      ldsm_x4(al, a_at + e2 * (k0 + wa));
+      if (b_rows_t) {
+        ldsm_x4(bh, b_at + e2 * k0);
+        ldsm_x4(bl, b_at + e2 * (k0 + wb));
+      } else {
+        ldsm_x4_trans(bh, b_at + e2 * k0 * ldb);
+        ldsm_x4_trans(bl, b_at + e2 * (k0 * ldb + wb));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const unsigned bhh[2] = {bh[2 * h], bh[2 * h + 1]}, blh[2] = {bl[2 * h], bl[2 * h + 1]};
+        mma_bf16_16816(d[h], al, bhh);
+        mma_bf16_16816(d[h], ah, blh);
+        mma_bf16_16816(d[h], ah, bhh);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float* c0 = C + static_cast<index_t>(i0 + g) * ldc + j0 + 8 * h + t2;
+      float* c1 = c0 + static_cast<index_t>(8) * ldc;
+      c0[0] = d[h][0], c0[1] = d[h][1], c1[0] = d[h][2], c1[1] = d[h][3];
+    }
+  }
+}
+
 }  // namespace delta_detail
 
 // --- 1. delta_prep_kernel --------------------------------------------------------------------------
@@ -471,7 +551,8 @@ struct delta_prep_smem {
   std::size_t recs, G, b, Ks, Qs, Lm, Tm, X, Vt, bytes;
   __host__ __device__ explicit delta_prep_smem(int K) {
     using delta_detail::up16;
-    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk1(K) * sizeof(float);
+    // rows of K̂, Q: pitch K + 1 (exact fp32 tile_mma) or K + 4 (split-bf16), sized for the larger
+    const std::size_t rowk = static_cast<std::size_t>(chunk_len) * delta_detail::ldk(K) * sizeof(float);
     const std::size_t cc = static_cast<std::size_t>(chunk_len) * delta_detail::ldc * sizeof(float);
     recs = 0;
     G = up16(chunk_len * sizeof(chunk_record));
@@ -487,14 +568,19 @@ struct delta_prep_smem {
 
 //! grid (max_chunks, HV). The log-decays and β̃ come from the policy (D::log_decay, D::write_strength).
 template <class D, class Dev>
-__global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_params<Dev> p) {
+__global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delta_params<Dev> p) {
   static_assert(is_delta<D>, "linstate (cuda): the chunked delta-rule kernels run family::delta");
   using namespace delta_detail;
   constexpr int C = chunk_len;
   const index_t c = blockIdx.x;
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lk = ldk1(K);
+  // split: bf16 inputs with K and V multiples of 16 — the products' operands split once, in place
+  // (split_row_in_place, split_mma), K̂ and Q rows at pitch K + 4 (16-byte row starts); else tile_mma_f32
+  // forms them (split-bf16 for bf16 inputs where the sizes allow, exact fp32 otherwise) at pitch K + 1
+  const int K = p.K, V = p.V, HV = p.HV;
+  const bool split = std::is_same_v<Dev, __nv_bfloat16> && K % 16 == 0 && V % 16 == 0;
+  const int lk = split ? ldk(K) : ldk1(K);
   const delta_prep_smem L(K);
   auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
   float* G = reinterpret_cast<float*>(smem_raw + L.G);
@@ -551,10 +637,19 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
       p.kn[o.ck + i * K + a] = kh, p.qn[o.ck + i * K + a] = qh;
     }
     if (lane == 0) p.kinv[o.c + i] = ik, p.qinv[o.c + i] = iq;
+    if (split) {  // the rows as the products' operands: [hi | lo] in place
+      __syncwarp();
+      split_row_in_place(Ks + i * lk, K);
+      split_row_in_place(Qs + i * lk, K);
+    }
   }
   __syncthreads();
   if (tid < C) p.G[o.c + tid] = G[tid], p.b[o.c + tid] = b[tid];
-  tile_mma_f32<Dev, row_major_t, col_major_t>(Lm, ldc, Ks, lk, Ks, lk, C, C, K, false, x3_c_lower);  // K̂ K̂ᵀ (its lower part)
+  // split rows: bf16 elements, pitch 2·lk
+  const auto* Kh = reinterpret_cast<const __nv_bfloat16*>(Ks);
+  const auto* Qh = reinterpret_cast<const __nv_bfloat16*>(Qs);
+  if (split) split_mma(Lm, ldc, Kh, 2 * lk, K, Kh, 2 * lk, K, true, C, C, K, x3_c_lower);  // K̂ K̂ᵀ (its lower part)
+  else tile_mma_f32<Dev, row_major_t, col_major_t>(Lm, ldc, Ks, lk, Ks, lk, C, C, K, false, x3_c_lower);
   __syncthreads();
   for (int e = tid; e < C * C; e += nt) {
     const int i = e / C, j = e % C;
@@ -599,7 +694,8 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
   }
   for (int e = tid; e < C * C; e += nt) p.Tm[o.cc + e] = Tm[(e / C) * ldc + e % C];
   // A = lower_incl(Q K̂ᵀ ⊙ Γ), the product over Lm (used up by the solve)
-  tile_mma_f32<Dev, row_major_t, col_major_t>(Lm, ldc, Qs, lk, Ks, lk, C, C, K, false, x3_c_lower);  // Q K̂ᵀ (its lower part)
+  if (split) split_mma(Lm, ldc, Qh, 2 * lk, K, Kh, 2 * lk, K, true, C, C, K, x3_c_lower);  // Q K̂ᵀ (its lower part)
+  else tile_mma_f32<Dev, row_major_t, col_major_t>(Lm, ldc, Qs, lk, Ks, lk, C, C, K, false, x3_c_lower);
   __syncthreads();
   for (int e = tid; e < C * C; e += nt) {
     const int i = e / C, j = e % C;
@@ -607,13 +703,27 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
     p.A[o.cc + e] = a;
     if (p.Ah) p.Ah[o.cc + e] = __float2bfloat16_rn(a);
   }
-  // W = T diag(b e^G) K̂
-  for (int e = tid; e < C * K; e += nt) {
-    const int i = e / K;
-    Ks[i * lk + e % K] *= b[i] * __expf(G[i]);
+  // W = T diag(b e^G) K̂ (split: K̂ read back from this block's p.kn stores, visible after the barrier
+  // above; the scaled rows and T's rows split in place)
+  if (split) {
+    __syncthreads();  // Ks's split rows read (Q K̂ᵀ)
+    for (int i = warp; i < C; i += nwarps) {
+      const float f = b[i] * __expf(G[i]);
+      for (int a = lane; a < K; a += 32) Ks[i * lk + a] = p.kn[o.ck + i * K + a] * f;
+      __syncwarp();
+      split_row_in_place(Ks + i * lk, K);
+      split_row_in_place(Tm + i * ldc, C);
+    }
+  } else {
+    for (int e = tid; e < C * K; e += nt) {
+      const int i = e / K;
+      Ks[i * lk + e % K] *= b[i] * __expf(G[i]);
+    }
   }
   __syncthreads();
-  tile_mma_f32<Dev, row_major_t, row_major_t>(p.W + o.ck, K, Tm, ldc, Ks, lk, C, K, C, false, x3_a_lower);  // T lower triangular
+  const auto* Th = reinterpret_cast<const __nv_bfloat16*>(Tm);  // split rows, pitch 2·ldc
+  if (split) split_mma(p.W + o.ck, K, Th, 2 * ldc, C, Kh, 2 * lk, K, false, C, K, C, x3_a_lower);  // T lower triangular
+  else tile_mma_f32<Dev, row_major_t, row_major_t>(p.W + o.ck, K, Tm, ldc, Ks, lk, C, K, C, false, x3_a_lower);
   if (p.Wh) {  // W in bf16, read back from the block's own stores (visible after the barrier)
     __syncthreads();
     const auto* w4 = reinterpret_cast<const float4*>(p.W + o.ck);
@@ -642,7 +752,13 @@ __global__ void __launch_bounds__(delta_threads) delta_prep_kernel(const delta_p
           [&](int e, float x) { Vt[(e / delta_out_tile) * lv + e % delta_out_tile] = x * b[e / delta_out_tile]; });
     }
     __syncthreads();
-    tile_mma_f32<Dev, row_major_t, row_major_t>(p.U + o.cv + j0, V, Tm, ldc, Vt, lv, C, n, C, false, x3_a_lower);
+    if (split) {  // the tile's n columns split in place
+      for (int i = warp; i < C; i += nwarps) split_row_in_place(Vt + i * lv, n);
+      __syncthreads();
+      split_mma(p.U + o.cv + j0, V, Th, 2 * ldc, C, reinterpret_cast<const __nv_bfloat16*>(Vt), 2 * lv, n, false, C, n, C, x3_a_lower);
+    } else {
+      tile_mma_f32<Dev, row_major_t, row_major_t>(p.U + o.cv + j0, V, Tm, ldc, Vt, lv, C, n, C, false, x3_a_lower);
+    }
   }
 }
 
