@@ -1244,6 +1244,188 @@ struct delta_grad_smem {
   }
 };
 
+// Kernel 5b's phases that its two forms share (delta_grad_kernel; delta_grad_bf16_kernel for bf16
+// inputs), each in the one order of operations both keep, so that a change to the gradient's algebra is
+// made once. K̂'s fp32 rows come as (kr, lkr): delta_grad_kernel's rows in shared memory (Kn, pitch
+// lk) or p.kn's in global memory (pitch K; delta_grad_bf16_kernel holds K̂ in shared memory as bf16
+// only). The caller synchronises between phases.
+namespace delta_grad_phase {
+using delta_detail::ldc;
+using delta_detail::warp_sum;
+
+//! A → Am and, where some record reads (any_r), kernel 5a's dA = dO Vnᵀ → X; [C, C] at pitch ldc
+//! (a multiple of 4: float4 rows).
+template <class Dev>
+__device__ __forceinline__ void load_a_da(float* Am, float* X, const delta_params<Dev>& p, const delta_detail::at_chunk& o, const delta_ws& w,
+                                          bool any_r, int tid, int nt) {
+  constexpr int C = chunk_len;
+  const auto* a4 = reinterpret_cast<const float4*>(p.A + o.cc);
+  const auto* da4 = reinterpret_cast<const float4*>(w.da);
+  for (int e = tid; e < C * C / 4; e += nt) {
+    const int i = e / (C / 4), j = 4 * (e % (C / 4));
+    const float4 xa = a4[e];
+    if (any_r) *reinterpret_cast<float4*>(X + i * ldc + j) = da4[e];
+    *reinterpret_cast<float4*>(Am + i * ldc + j) = xa;
+  }
+}
+
+//! This thread's part of ⟨D, S⟩ over the [K, V] fp32 state (n4 = K·V / 4 float4 loads).
+__device__ __forceinline__ float ds_part(const float* Dx, const float* S, int n4, int tid, int nt) {
+  const auto* d4 = reinterpret_cast<const float4*>(Dx);
+  const auto* s4 = reinterpret_cast<const float4*>(S);
+  float part = 0.f;
+#pragma unroll 4
+  for (int e = tid; e < n4; e += nt) {
+    const float4 x = d4[e], y = s4[e];
+    part = fmaf(x.x, y.x, part), part = fmaf(x.y, y.y, part), part = fmaf(x.z, y.z, part), part = fmaf(x.w, y.w, part);
+  }
+  return part;
+}
+
+//! S' = e^{G_C} S + Kdᵀ Vn, one warp per row i: c_i = e^{G_C − G_i} ⟨dKd_i, k̂_i⟩ → cvec[i], dG[i] −= c_i,
+//! and dK's row (kernel 5a's dKd = Vn Dᵀ) scaled by e^{G_C − G_i}.
+__device__ __forceinline__ void decay_rows(float* dK, int lk, const float* kr, int lkr, const float* G, float gl, float* cvec,
+                                           float* dG, int K, int warp, int nwarps, int lane) {
+  for (int i = warp; i < chunk_len; i += nwarps) {
+    const float e = __expf(gl - G[i]);
+    float d = 0.f;
+    for (int a = lane; a < K; a += 32) d = fmaf(dK[i * lk + a], kr[i * lkr + a], d);
+    d = warp_sum(d) * e;
+    for (int a = lane; a < K; a += 32) dK[i * lk + a] *= e;
+    if (lane == 0) cvec[i] = d, dG[i] -= d;
+  }
+}
+
+//! The last state's part of dG_C: Σ_i c_i + e^{G_C} ⟨D, S⟩ (the warps' parts of ⟨D, S⟩ in red). One thread.
+__device__ __forceinline__ float last_state_dG(const float* red, const float* cvec, int nwarps, float egl) {
+  float sd = 0.f, dGl = 0.f;
+  for (int i = 0; i < nwarps; ++i) sd += red[i];
+  for (int i = 0; i < chunk_len; ++i) dGl += cvec[i];
+  return dGl + egl * sd;
+}
+
+//! P = lower_incl(dA) ⊙ Γ over dA in X.
+__device__ __forceinline__ void form_p(float* X, const float* G, int tid, int nt) {
+  constexpr int C = chunk_len;
+  for (int e = tid; e < C * C; e += nt) {
+    const int i = e / C, j = e % C;
+    X[i * ldc + j] = j <= i ? X[i * ldc + j] * __expf(G[i] - G[j]) : 0.f;
+  }
+}
+
+//! X = kernel 5a's dB_U Uᵀ [C, C].
+__device__ __forceinline__ void load_dbuu(float* X, const delta_ws& w, int tid, int nt) {
+  constexpr int C = chunk_len;
+  const auto* u4 = reinterpret_cast<const float4*>(w.dbuu);
+  for (int e = tid; e < C * C / 4; e += nt) {
+    const int i = e / (C / 4), j = 4 * (e % (C / 4));
+    *reinterpret_cast<float4*>(X + i * ldc + j) = u4[e];
+  }
+}
+
+//! Vn = U − W S, one warp per record i: with −dB_W (ws2, [C, K]) and dB_U (ws3, [C, V]) from kernel 5a,
+//! dK_i += b_i e^{G_i} (−dB_W)_i, db_i += ⟨dB_U_i, v_i⟩ + e^{G_i} ⟨−dB_W_i, k̂_i⟩, dG_i += b_i e^{G_i} ⟨−dB_W_i, k̂_i⟩,
+//! and a writing record's dv = b_i dB_U_i (into its slot's partial, or the user's tensor).
+template <class Dev>
+__device__ __forceinline__ void wy_terms(const delta_params<Dev>& p, const chunk_record* recs, const chunk_where& at, const float* G,
+                                         const float* b, float* db, float* dG, float* dK, int lk, const float* kr, int lkr,
+                                         const float* ws2, const float* ws3, int warp, int nwarps, int lane) {
+  const int K = p.K, V = p.V;
+  for (int i = warp; i < chunk_len; i += nwarps) {
+    const chunk_record& r = recs[i];
+    const float e = __expf(G[i]), be = b[i] * e;
+    float kb = 0.f, vb = 0.f;
+    for (int a = lane; a < K; a += 32) {
+      const float y = -ws2[i * K + a];
+      kb = fmaf(y, kr[i * lkr + a], kb);
+      dK[i * lk + a] += be * y;
+    }
+    if (r.wr) {
+      const int wsl = write_slot(p, r, at);
+      for (int j = lane; j < V; j += 32) {
+        const float y = ws3[static_cast<index_t>(i) * V + j];
+        vb = fmaf(y, to_f32(p.v[r.hv * V + j]), vb);
+        if (p.dv_out) p.dv_out[r.hv * V + j] = from_f32<Dev>(b[i] * y);  // direct store (one slot)
+        else if (p.dv) p.dv[(r.hv * p.Rw + wsl) * V + j] = b[i] * y;
+      }
+    }
+    kb = warp_sum(kb), vb = warp_sum(vb);
+    if (lane == 0) db[i] += vb + e * kb, dG[i] += be * kb;
+  }
+}
+
+//! L = I + diag(b) Mg, from Y = −dB_W Wᵀ, X = dB_U Uᵀ (so dL = Y − X) and Am = K̂K̂ᵀ (its lower part):
+//! X = dL ⊙ Mg, Y = dMg ⊙ Mg = diag(b) X, Am = dM = diag(b) dL ⊙ Γ, each strictly lower (0 elsewhere).
+__device__ __forceinline__ void dl_terms(float* X, float* Y, float* Am, const float* G, const float* b, int tid, int nt) {
+  constexpr int C = chunk_len;
+  for (int e = tid; e < C * C; e += nt) {
+    const int i = e / C, j = e % C;
+    float x = 0.f, y = 0.f, dm = 0.f;
+    if (j < i) {
+      const float gam = __expf(G[i] - G[j]);
+      const float dl = Y[i * ldc + j] - X[i * ldc + j];
+      x = dl * Am[i * ldc + j] * gam;  // dL ⊙ Mg
+      y = x * b[i];                    // dMg ⊙ Mg
+      dm = b[i] * dl * gam;            // dM = diag(b) dL ⊙ Γ
+    }
+    X[i * ldc + j] = x, Y[i * ldc + j] = y, Am[i * ldc + j] = dm;
+  }
+}
+
+//! db_i += Σ_j X_ij, dG_i += Σ_j Y_ij − Σ_j Y_ji (thread i < C; rows read from a rotated start, no bank conflicts).
+__device__ __forceinline__ void dl_sums(const float* X, const float* Y, float* db, float* dG, int tid) {
+  constexpr int C = chunk_len;
+  if (tid >= C) return;
+  float rx = 0.f, ry = 0.f, cy = 0.f;
+  for (int j = 0; j < C; ++j) {
+    const int jr = (j + tid) & (C - 1);
+    rx += X[tid * ldc + jr], ry += Y[tid * ldc + jr], cy += Y[j * ldc + tid];
+  }
+  db[tid] += rx, dG[tid] += ry - cy;
+}
+
+//! dg_i = Σ_{j ≥ i} dG_j, after the last state's part dGl is added to dG_C. One thread.
+__device__ __forceinline__ void suffix_dg(float* dG, float dGl) {
+  dG[chunk_len - 1] += dGl;
+  float acc = 0.f;
+  for (int i = chunk_len - 1; i >= 0; --i) acc += dG[i], dG[i] = acc;
+}
+
+//! Writing record i's raw gradients into the partials (or the user's tensors where one slot): dk
+//! (through l2norm's projection and 1/‖k‖), and from lane 0 dβ and the router's dcw by the policy's
+//! adjoint of b(β, w), dg (0 below the chunked log-decay floor). One warp.
+template <class D, class Dev>
+__device__ __forceinline__ void store_write_grads(const delta_params<Dev>& p, const chunk_record& r, int i, const delta_detail::at_chunk& o,
+                                                  const chunk_where& at, const device_source<Dev>& src, const float* dK, int lk,
+                                                  const float* kr, int lkr, const float* db, const float* dG, int lane) {
+  const int K = p.K;
+  const int wsl = write_slot(p, r, at);
+  if (p.dk || p.dk_out) {
+    const float ik = p.kinv[o.c + i];
+    float d = 0.f;
+    if (p.l2norm)
+      for (int a = lane; a < K; a += 32) d = fmaf(kr[i * lkr + a], dK[i * lk + a], d);
+    d = warp_sum(d);
+    for (int a = lane; a < K; a += 32) {
+      const float x = ik * (dK[i * lk + a] - kr[i * lkr + a] * d);
+      if (p.dk_out) p.dk_out[r.hv * K + a] = from_f32<Dev>(x);  // direct store (one slot)
+      else p.dk[(r.hv * p.Rw + wsl) * K + a] = x;
+    }
+  }
+  if (lane == 0) {
+    float dbeta = 0.f, dcw = 0.f;  // the policy's adjoint of b(β, w)
+    D::write_strength_backward(to_f32(src.beta[r.hv]), r.w, db[i], dbeta, dcw);
+    if (p.dbeta_out) p.dbeta_out[r.hv] = from_f32<Dev>(dbeta);  // direct stores (one slot)
+    else if (p.dbeta) p.dbeta[r.hv * p.Rw + wsl] = dbeta;
+    // G summed the floored gates: ∂L/∂g is exactly 0 below detail::chunked_log_decay_floor
+    const float dg = detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv, 0))) ? 0.f : dG[i];
+    if (p.dg_out) p.dg_out[r.hv] = from_f32<Dev>(dg);
+    else if (p.dg) p.dg[r.hv * p.Rw + wsl] = dg;
+    if (at.routed && p.dcw) p.dcw[r.hv * p.N + at.n] = dcw;
+  }
+}
+}  // namespace delta_grad_phase
+
 //! grid (max_chunks, HV). Notation of chunked_delta_backward.hpp; D = ∂L/∂S' (dbuf), S entering (hbuf).
 //! (The template's D is the decay policy: its log_decay tells which gates were floored.)
 template <class D, class Dev>
@@ -1320,51 +1502,22 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
       }
     }
     // A, and kernel 5a's dA = dO Vnᵀ into X where some record reads (it is formed only then)
-    const auto* a4 = reinterpret_cast<const float4*>(p.A + o.cc);
-    const auto* da4 = reinterpret_cast<const float4*>(w.da);
-    for (int e = tid; e < C * C / 4; e += nt) {  // ldc is a multiple of 4: float4 rows
-      const int i = e / (C / 4), j = 4 * (e % (C / 4));
-      const float4 xa = a4[e];
-      if (any_r) *reinterpret_cast<float4*>(X + i * ldc + j) = da4[e];
-      *reinterpret_cast<float4*>(Am + i * ldc + j) = xa;
-    }
+    delta_grad_phase::load_a_da(Am, X, p, o, w, any_r, tid, nt);
   }
   const float gl = G[C - 1], egl = __expf(gl);
   __syncthreads();
 
   // S' = e^{G_C} S + Kdᵀ Vn:  dKd = Vn Dᵀ (kernel 5a, in dK), c_i = ⟨dKd_i, Kd_i⟩, dG_C += Σ c_i + e^{G_C} ⟨D, S⟩
-  float part = 0.f;
-  {
-    const auto* d4 = reinterpret_cast<const float4*>(Dx);
-    const auto* s4 = reinterpret_cast<const float4*>(S);
-    const int n4 = K * V / 4;
-#pragma unroll 4
-    for (int e = tid; e < n4; e += nt) {
-      const float4 x = d4[e], y = s4[e];
-      part = fmaf(x.x, y.x, part), part = fmaf(x.y, y.y, part), part = fmaf(x.z, y.z, part), part = fmaf(x.w, y.w, part);
-    }
-  }
+  float part = delta_grad_phase::ds_part(Dx, S, K * V / 4, tid, nt);
   part = warp_sum(part);
   if (lane == 0) red[warp] = part;
   __syncthreads();
-  for (int i = warp; i < C; i += nwarps) {
-    const float e = __expf(gl - G[i]);
-    float d = 0.f;
-    for (int a = lane; a < K; a += 32) d = fmaf(dK[i * lk + a], Kn[i * lk + a], d);
-    d = warp_sum(d) * e;
-    for (int a = lane; a < K; a += 32) dK[i * lk + a] *= e;
-    if (lane == 0) cvec[i] = d, dG[i] -= d;
-  }
+  delta_grad_phase::decay_rows(dK, lk, Kn, lk, G, gl, cvec, dG, K, warp, nwarps, lane);
   for (int i = warp; i < C; i += nwarps)
     for (int a = lane; a < K; a += 32) dQ[i * lk + a] = 0.f;
   __syncthreads();
   float dGl = 0.f;
-  if (tid == 0) {
-    float sd = 0.f;
-    for (int i = 0; i < nwarps; ++i) sd += red[i];
-    for (int i = 0; i < C; ++i) dGl += cvec[i];
-    dGl += egl * sd;
-  }
+  if (tid == 0) dGl = delta_grad_phase::last_state_dG(red, cvec, nwarps, egl);
 
   // O = diag(e^G) Q S + A Vn:  dA = dO Vnᵀ (kernel 5a, in X), dQg = dO Sᵀ (kernel 5a, ws1)
   if (any_r) {
@@ -1378,10 +1531,7 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
       for (int j = 0; j < C; ++j) rs += Y[tid * ldc + ((j + tid) & (C - 1))], cs += Y[j * ldc + tid];
       dG[tid] += rs - cs;
     }
-    for (int e = tid; e < C * C; e += nt) {
-      const int i = e / C, j = e % C;
-      X[i * ldc + j] = j <= i ? X[i * ldc + j] * __expf(G[i] - G[j]) : 0.f;  // P = lower_incl(dA) ⊙ Γ
-    }
+    delta_grad_phase::form_p(X, G, tid, nt);  // P = lower_incl(dA) ⊙ Γ
     __syncthreads();
     // P is lower triangular: its blocks above the diagonal (Pᵀ's below) need no product
     tile_mma_f32<Dev, row_major_t, row_major_t>(dQ, lk, X, ldc, Kn, lk, C, K, C, false, x3_a_lower | x3_plain);  // dQ = P K̂
@@ -1403,68 +1553,20 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
 
   // Vn = U − W S:  dU = dVn, dW = −dVn Sᵀ;  [dB_U | dB_W] = Tᵀ [dU | dW], so dB_U = Tᵀ dVn (kernel 5a, ws3)
   // and −dB_W = Tᵀ dVn Sᵀ = dB_U Sᵀ (kernel 5a, ws2). X (P, read) takes kernel 5a's dB_U Uᵀ meanwhile.
-  {
-    const auto* u4 = reinterpret_cast<const float4*>(w.dbuu);
-    for (int e = tid; e < C * C / 4; e += nt) {
-      const int i = e / (C / 4), j = 4 * (e % (C / 4));
-      *reinterpret_cast<float4*>(X + i * ldc + j) = u4[e];
-    }
-  }
-  for (int i = warp; i < C; i += nwarps) {
-    const chunk_record& r = recs[i];
-    const float e = __expf(G[i]), be = b[i] * e;
-    float kb = 0.f, vb = 0.f;
-    for (int a = lane; a < K; a += 32) {
-      const float y = -ws2[i * K + a];
-      kb = fmaf(y, Kn[i * lk + a], kb);
-      dK[i * lk + a] += be * y;
-    }
-    if (r.wr) {
-      const int wsl = write_slot(p, r, at);
-      for (int j = lane; j < V; j += 32) {
-        const float y = ws3[static_cast<index_t>(i) * V + j];
-        vb = fmaf(y, to_f32(p.v[r.hv * V + j]), vb);
-        if (p.dv_out) p.dv_out[r.hv * V + j] = from_f32<Dev>(b[i] * y);  // direct store (one slot)
-        else if (p.dv) p.dv[(r.hv * p.Rw + wsl) * V + j] = b[i] * y;
-      }
-    }
-    kb = warp_sum(kb), vb = warp_sum(vb);
-    if (lane == 0) db[i] += vb + e * kb, dG[i] += be * kb;
-  }
+  delta_grad_phase::load_dbuu(X, w, tid, nt);
+  delta_grad_phase::wy_terms(p, recs, at, G, b, db, dG, dK, lk, Kn, lk, ws2, ws3, warp, nwarps, lane);
   // L = I + diag(b) Mg:  dL = −[dB_U | dB_W] [U | W]ᵀ = ws2 Wᵀ − ws3 Uᵀ (ws3 Uᵀ: kernel 5a, in X)
   gemm_abt_staged<Dev>(Y, ldc, ws2, K, W, K, C, C, K, false, Tm, /*a_bf16=*/false, /*plain=*/true);  // (Tm: the stage only)
   __syncthreads();  // the stage (Tm and, for the split form's 128 rows, the start of Am) read: Am is written next
   tile_mma_f32<Dev, row_major_t, col_major_t>(Am, ldc, Kn, lk, Kn, lk, C, C, K, false, x3_c_lower | x3_plain);  // K̂ K̂ᵀ, its lower part (A is used up)
   __syncthreads();
-  for (int e = tid; e < C * C; e += nt) {
-    const int i = e / C, j = e % C;
-    float x = 0.f, y = 0.f, dm = 0.f;
-    if (j < i) {
-      const float gam = __expf(G[i] - G[j]);
-      const float dl = Y[i * ldc + j] - X[i * ldc + j];
-      x = dl * Am[i * ldc + j] * gam;  // dL ⊙ Mg
-      y = x * b[i];                    // dMg ⊙ Mg
-      dm = b[i] * dl * gam;            // dM = diag(b) dL ⊙ Γ
-    }
-    X[i * ldc + j] = x, Y[i * ldc + j] = y, Am[i * ldc + j] = dm;
-  }
+  delta_grad_phase::dl_terms(X, Y, Am, G, b, tid, nt);  // dL ⊙ Mg, dMg ⊙ Mg, dM
   __syncthreads();
-  if (tid < C) {  // rows read from a rotated start (no bank conflicts)
-    float rx = 0.f, ry = 0.f, cy = 0.f;
-    for (int j = 0; j < C; ++j) {
-      const int jr = (j + tid) & (C - 1);
-      rx += X[tid * ldc + jr], ry += Y[tid * ldc + jr], cy += Y[j * ldc + tid];
-    }
-    db[tid] += rx, dG[tid] += ry - cy;
-  }
+  delta_grad_phase::dl_sums(X, Y, db, dG, tid);
   tile_mma_f32<Dev, row_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true, x3_a_lower | x3_plain);  // dK += dM K̂ (dM strictly lower)
   __syncthreads();
   tile_mma_f32<Dev, col_major_t, row_major_t>(dK, lk, Am, ldc, Kn, lk, C, K, C, true, x3_a_upper | x3_plain);  // dK += dMᵀ K̂
-  if (tid == 0) {
-    dG[C - 1] += dGl;
-    float acc = 0.f;  // dg_i = Σ_{j ≥ i} dG_j
-    for (int i = C - 1; i >= 0; --i) acc += dG[i], dG[i] = acc;
-  }
+  if (tid == 0) delta_grad_phase::suffix_dg(dG, dGl);  // dg_i = Σ_{j ≥ i} dG_j
   __syncthreads();
 
   // per record: raw gradients into the partials
@@ -1483,32 +1585,7 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
         }
       if (lane == 0 && at.routed && p.dcr) p.dcr[r.hv * p.N + at.n] = p.scale * d;
     }
-    if (r.wr) {
-      const int wsl = write_slot(p, r, at);
-      if (p.dk || p.dk_out) {
-        const float ik = p.kinv[o.c + i];
-        float d = 0.f;
-        if (p.l2norm)
-          for (int a = lane; a < K; a += 32) d = fmaf(Kn[i * lk + a], dK[i * lk + a], d);
-        d = warp_sum(d);
-        for (int a = lane; a < K; a += 32) {
-          const float x = ik * (dK[i * lk + a] - Kn[i * lk + a] * d);
-          if (p.dk_out) p.dk_out[r.hv * K + a] = from_f32<Dev>(x);  // direct store (one slot)
-          else p.dk[(r.hv * p.Rw + wsl) * K + a] = x;
-        }
-      }
-      if (lane == 0) {
-        float dbeta = 0.f, dcw = 0.f;  // the policy's adjoint of b(β, w)
-        D::write_strength_backward(to_f32(src.beta[r.hv]), r.w, db[i], dbeta, dcw);
-        if (p.dbeta_out) p.dbeta_out[r.hv] = from_f32<Dev>(dbeta);  // direct stores (one slot)
-        else if (p.dbeta) p.dbeta[r.hv * p.Rw + wsl] = dbeta;
-        // G summed the floored gates: ∂L/∂g is exactly 0 below detail::chunked_log_decay_floor
-        const float dg = detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv, 0))) ? 0.f : dG[i];
-        if (p.dg_out) p.dg_out[r.hv] = from_f32<Dev>(dg);
-        else if (p.dg) p.dg[r.hv * p.Rw + wsl] = dg;
-        if (at.routed && p.dcw) p.dcw[r.hv * p.N + at.n] = dcw;
-      }
-    }
+    if (r.wr) delta_grad_phase::store_write_grads<D>(p, r, i, o, at, src, dK, lk, Kn, lk, db, dG, lane);
   }
 }
 
@@ -1679,48 +1756,19 @@ __global__ void __launch_bounds__(delta_grad2_threads, 2) delta_grad_bf16_kernel
         *reinterpret_cast<float4*>(dK + i * lk + a) = xd[u];
       }
     }
-    const auto* a4 = reinterpret_cast<const float4*>(p.A + o.cc);
-    const auto* da4 = reinterpret_cast<const float4*>(w.da);
-    for (int e = tid; e < C * C / 4; e += nt) {
-      const int i = e / (C / 4), j = 4 * (e % (C / 4));
-      const float4 xa = a4[e];
-      if (any_r) *reinterpret_cast<float4*>(X + i * ldc + j) = da4[e];
-      *reinterpret_cast<float4*>(Am + i * ldc + j) = xa;
-    }
+    delta_grad_phase::load_a_da(Am, X, p, o, w, any_r, tid, nt);
   }
   const float gl = G[C - 1], egl = __expf(gl);
   __syncthreads();
 
   // S' = e^{G_C} S + Kdᵀ Vn:  dKd = Vn Dᵀ (kernel 5a, in dK), c_i = ⟨dKd_i, Kd_i⟩, dG_C += Σ c_i + e^{G_C} ⟨D, S⟩
-  float part = 0.f;
-  {
-    const auto* d4 = reinterpret_cast<const float4*>(Dx);
-    const auto* s4 = reinterpret_cast<const float4*>(S);
-    const int n4 = K * V / 4;
-#pragma unroll 4
-    for (int e = tid; e < n4; e += nt) {
-      const float4 x = d4[e], y = s4[e];
-      part = fmaf(x.x, y.x, part), part = fmaf(x.y, y.y, part), part = fmaf(x.z, y.z, part), part = fmaf(x.w, y.w, part);
-    }
-  }
+  float part = delta_grad_phase::ds_part(Dx, S, K * V / 4, tid, nt);
   part = warp_sum(part);
   if (lane == 0) red[warp] = part;
-  for (int i = warp; i < C; i += nwarps) {
-    const float e = __expf(gl - G[i]);
-    float d = 0.f;
-    for (int a = lane; a < K; a += 32) d = fmaf(dK[i * lk + a], kn[i * K + a], d);
-    d = warp_sum(d) * e;
-    for (int a = lane; a < K; a += 32) dK[i * lk + a] *= e;
-    if (lane == 0) cvec[i] = d, dG[i] -= d;
-  }
+  delta_grad_phase::decay_rows(dK, lk, kn, K, G, gl, cvec, dG, K, warp, nwarps, lane);
   __syncthreads();
   float dGl = 0.f;
-  if (tid == 0) {
-    float sd = 0.f;
-    for (int i = 0; i < nwarps; ++i) sd += red[i];
-    for (int i = 0; i < C; ++i) dGl += cvec[i];
-    dGl += egl * sd;
-  }
+  if (tid == 0) dGl = delta_grad_phase::last_state_dG(red, cvec, nwarps, egl);
 
   // O = diag(e^G) Q S + A Vn:  dA = dO Vnᵀ (kernel 5a, in X), dQg = dO Sᵀ (kernel 5a, ws1)
   if (any_r) {
@@ -1734,10 +1782,7 @@ __global__ void __launch_bounds__(delta_grad2_threads, 2) delta_grad_bf16_kernel
       dG[tid] += rs - cs;
     }
     __syncthreads();  // X read before P replaces it
-    for (int e = tid; e < C * C; e += nt) {
-      const int i = e / C, j = e % C;
-      X[i * ldc + j] = j <= i ? X[i * ldc + j] * __expf(G[i] - G[j]) : 0.f;  // P = lower_incl(dA) ⊙ Γ
-    }
+    delta_grad_phase::form_p(X, G, tid, nt);  // P = lower_incl(dA) ⊙ Γ
     __syncthreads();
     const int g = lane >> 2, t2 = (lane & 3) * 2;
     if (warp < 4) {
@@ -1818,37 +1863,11 @@ __global__ void __launch_bounds__(delta_grad2_threads, 2) delta_grad_bf16_kernel
 
   // Vn = U − W S:  dU = dVn, dW = −dVn Sᵀ;  [dB_U | dB_W] = Tᵀ [dU | dW], so dB_U = Tᵀ dVn (kernel 5a, ws3)
   // and −dB_W = Tᵀ dVn Sᵀ = dB_U Sᵀ (kernel 5a, ws2)
-  for (int i = warp; i < C; i += nwarps) {
-    const chunk_record& r = recs[i];
-    const float e = __expf(G[i]), be = b[i] * e;
-    float kb = 0.f, vb = 0.f;
-    for (int a = lane; a < K; a += 32) {
-      const float y = -ws2[i * K + a];
-      kb = fmaf(y, kn[i * K + a], kb);
-      dK[i * lk + a] += be * y;
-    }
-    if (r.wr) {
-      const int wsl = write_slot(p, r, at);
-      for (int j = lane; j < V; j += 32) {
-        const float y = ws3[static_cast<index_t>(i) * V + j];
-        vb = fmaf(y, to_f32(p.v[r.hv * V + j]), vb);
-        if (p.dv_out) p.dv_out[r.hv * V + j] = from_f32<Dev>(b[i] * y);  // direct store (one slot)
-        else if (p.dv) p.dv[(r.hv * p.Rw + wsl) * V + j] = b[i] * y;
-      }
-    }
-    kb = warp_sum(kb), vb = warp_sum(vb);
-    if (lane == 0) db[i] += vb + e * kb, dG[i] += be * kb;
-  }
+  delta_grad_phase::wy_terms(p, recs, at, G, b, db, dG, dK, lk, kn, K, ws2, ws3, warp, nwarps, lane);
   // L = I + diag(b) Mg:  dL = −[dB_U | dB_W] [U | W]ᵀ = ws2 Wᵀ − ws3 Uᵀ (ws3 Uᵀ: kernel 5a)
   gemm_abt_staged<Dev, NT>(Y, ldc, ws2, K, W, K, C, C, K, false, Am, /*a_bf16=*/false, /*plain=*/true);  // (stage: A and X)
   __syncthreads();  // the stage read: A and X are written next
-  {
-    const auto* u4 = reinterpret_cast<const float4*>(w.dbuu);
-    for (int e = tid; e < C * C / 4; e += nt) {
-      const int i = e / (C / 4), j = 4 * (e % (C / 4));
-      *reinterpret_cast<float4*>(X + i * ldc + j) = u4[e];
-    }
-  }
+  delta_grad_phase::load_dbuu(X, w, tid, nt);
   {  // K̂ K̂ᵀ, its tiles on and below the diagonal (plain, as delta_grad_kernel's x3_c_lower | x3_plain)
     const int g = lane >> 2, t2 = (lane & 3) * 2;
     for (int tile = warp; tile < (C / 16) * (C / 16); tile += nwarps) {
@@ -1874,65 +1893,19 @@ __global__ void __launch_bounds__(delta_grad2_threads, 2) delta_grad_bf16_kernel
     }
   }
   __syncthreads();
-  for (int e = tid; e < C * C; e += nt) {
-    const int i = e / C, j = e % C;
-    float x = 0.f, y = 0.f, dm = 0.f;
-    if (j < i) {
-      const float gam = __expf(G[i] - G[j]);
-      const float dl = Y[i * ldc + j] - X[i * ldc + j];
-      x = dl * Am[i * ldc + j] * gam;  // dL ⊙ Mg
-      y = x * b[i];                    // dMg ⊙ Mg
-      dm = b[i] * dl * gam;            // dM = diag(b) dL ⊙ Γ
-    }
-    X[i * ldc + j] = x, Y[i * ldc + j] = y, Am[i * ldc + j] = dm;
-  }
+  delta_grad_phase::dl_terms(X, Y, Am, G, b, tid, nt);  // dL ⊙ Mg, dMg ⊙ Mg, dM
   __syncthreads();
-  if (tid < C) {  // rows read from a rotated start (no bank conflicts)
-    float rx = 0.f, ry = 0.f, cy = 0.f;
-    for (int j = 0; j < C; ++j) {
-      const int jr = (j + tid) & (C - 1);
-      rx += X[tid * ldc + jr], ry += Y[tid * ldc + jr], cy += Y[j * ldc + tid];
-    }
-    db[tid] += rx, dG[tid] += ry - cy;
-  }
+  delta_grad_phase::dl_sums(X, Y, db, dG, tid);
   dk_add_plain<row_major_t>(dK, lk, Am, ldc, Kh, lh, K, /*lower=*/true, warp, nwarps);  // dK += dM K̂ (dM strictly lower)
   __syncthreads();
   dk_add_plain<col_major_t>(dK, lk, Am, ldc, Kh, lh, K, /*lower=*/false, warp, nwarps);  // dK += dMᵀ K̂
-  if (tid == 0) {
-    dG[C - 1] += dGl;
-    float acc = 0.f;  // dg_i = Σ_{j ≥ i} dG_j
-    for (int i = C - 1; i >= 0; --i) acc += dG[i], dG[i] = acc;
-  }
+  if (tid == 0) delta_grad_phase::suffix_dg(dG, dGl);  // dg_i = Σ_{j ≥ i} dG_j
   __syncthreads();
 
   // per writing record: raw gradients into the partials (the q gradients went out in the dO phase)
   for (int i = warp; i < C; i += nwarps) {
     const chunk_record& r = recs[i];
-    if (!r.wr) continue;
-    const int wsl = write_slot(p, r, at);
-    if (p.dk || p.dk_out) {
-      const float ik = p.kinv[o.c + i];
-      float d = 0.f;
-      if (p.l2norm)
-        for (int a = lane; a < K; a += 32) d = fmaf(kn[i * K + a], dK[i * lk + a], d);
-      d = warp_sum(d);
-      for (int a = lane; a < K; a += 32) {
-        const float x = ik * (dK[i * lk + a] - kn[i * K + a] * d);
-        if (p.dk_out) p.dk_out[r.hv * K + a] = from_f32<Dev>(x);  // direct store (one slot)
-        else p.dk[(r.hv * p.Rw + wsl) * K + a] = x;
-      }
-    }
-    if (lane == 0) {
-      float dbeta = 0.f, dcw = 0.f;  // the policy's adjoint of b(β, w)
-      D::write_strength_backward(to_f32(src.beta[r.hv]), r.w, db[i], dbeta, dcw);
-      if (p.dbeta_out) p.dbeta_out[r.hv] = from_f32<Dev>(dbeta);  // direct stores (one slot)
-      else if (p.dbeta) p.dbeta[r.hv * p.Rw + wsl] = dbeta;
-      // G summed the floored gates: ∂L/∂g is exactly 0 below detail::chunked_log_decay_floor
-      const float dg = detail::below_log_decay_floor(to_f32(D::log_decay(src.g + r.hv, 0))) ? 0.f : dG[i];
-      if (p.dg_out) p.dg_out[r.hv] = from_f32<Dev>(dg);
-      else if (p.dg) p.dg[r.hv * p.Rw + wsl] = dg;
-      if (at.routed && p.dcw) p.dcw[r.hv * p.N + at.n] = dcw;
-    }
+    if (r.wr) delta_grad_phase::store_write_grads<D>(p, r, i, o, at, src, dK, lk, kn, K, db, dG, lane);
   }
 }
 
