@@ -946,15 +946,27 @@ TEST_CASE("chunked backward: gated delta rule, a routed partition written by eve
   check_chunked_exact<sse_gdn_w2r1>(d, 92);
 }
 
+//! Sets one of the library's path switches (cuda_detail::delta_*_enabled) to false for the calls made
+//! while it lives, and back to true when it goes, also when a failed REQUIRE leaves the scope (so that a
+//! failure does not send the cases after it down the other path).
+struct switched_off {
+  bool& flag;
+  explicit switched_off(bool& f) : flag(f) { flag = false; }
+  ~switched_off() { flag = true; }
+  switched_off(const switched_off&) = delete;
+  switched_off& operator=(const switched_off&) = delete;
+};
+
 //! The delta rule's backward with its two sequential passes side by side (the states on the side
 //! stream, chunked_delta.cuh: delta_passes_side_by_side) and one after the other: the same bits.
 template <class Spec, class Scalar>
 void check_side_by_side(const random_inputs& data, std::uint64_t seed) {
   namespace cd = linstate::cuda_detail;
   const auto beside = both<Spec, Scalar, linstate::chunked<64>>(data, seed).second;
-  cd::delta_side_by_side_enabled = false;
-  const auto serial = both<Spec, Scalar, linstate::chunked<64>>(data, seed).second;
-  cd::delta_side_by_side_enabled = true;
+  const auto serial = [&] {
+    const switched_off one_stream(cd::delta_side_by_side_enabled);
+    return both<Spec, Scalar, linstate::chunked<64>>(data, seed).second;
+  }();
   check_same_bits(beside, serial);
 }
 
@@ -977,9 +989,10 @@ void check_grad_two_blocks(const std::string& what, const random_inputs& data, s
   namespace cd = linstate::cuda_detail;
   REQUIRE(cd::delta_grad_two_blocks_enabled);
   const auto [ref, two] = both<Spec, Eigen::bfloat16, linstate::chunked<64>, Strategy>(data, seed);
-  cd::delta_grad_two_blocks_enabled = false;
-  const auto one = both<Spec, Eigen::bfloat16, linstate::chunked<64>, Strategy>(data, seed).second;
-  cd::delta_grad_two_blocks_enabled = true;
+  const auto one = [&] {
+    const switched_off one_block(cd::delta_grad_two_blocks_enabled);
+    return both<Spec, Eigen::bfloat16, linstate::chunked<64>, Strategy>(data, seed).second;
+  }();
   std::string line = what + ": two blocks ÷ one block, ratios";
   int compared = 0;
   for_each_grad(one, two, [&](const char* name, const auto& a, const auto& b) {
