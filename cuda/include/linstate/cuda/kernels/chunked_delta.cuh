@@ -1252,7 +1252,7 @@ struct delta_grad_smem {
 namespace delta_grad_phase {
 using delta_detail::ldc;
 using delta_detail::warp_sum;
-inline constexpr int row_batch = 2;  //!< columns per lane whose loads go out together in the per-row loops (K, V ≤ 128)
+inline constexpr int row_batch = 4;  //!< columns per lane whose loads go out together in the per-row loops (K, V ≤ 128)
 
 //! A → Am and, where some record reads (any_r), kernel 5a's dA = dO Vnᵀ → X; [C, C] at pitch ldc
 //! (a multiple of 4: float4 rows).
