@@ -1252,6 +1252,7 @@ struct delta_grad_smem {
 namespace delta_grad_phase {
 using delta_detail::ldc;
 using delta_detail::warp_sum;
+inline constexpr int row_batch = 4;  //!< columns per lane whose loads go out together in the per-row loops (K, V ≤ 128)
 
 //! A → Am and, where some record reads (any_r), kernel 5a's dA = dO Vnᵀ → X; [C, C] at pitch ldc
 //! (a multiple of 4: float4 rows).
@@ -1289,6 +1290,7 @@ __device__ __forceinline__ void decay_rows(float* dK, int lk, const float* kr, i
   for (int i = warp; i < chunk_len; i += nwarps) {
     const float e = __expf(gl - G[i]);
     float d = 0.f;
+#pragma unroll 4
     for (int a = lane; a < K; a += 32) d = fmaf(dK[i * lk + a], kr[i * lkr + a], d);
     d = warp_sum(d) * e;
     for (int a = lane; a < K; a += 32) dK[i * lk + a] *= e;
@@ -1335,18 +1337,40 @@ __device__ __forceinline__ void wy_terms(const delta_params<Dev>& p, const chunk
     const chunk_record& r = recs[i];
     const float e = __expf(G[i]), be = b[i] * e;
     float kb = 0.f, vb = 0.f;
-    for (int a = lane; a < K; a += 32) {
-      const float y = -ws2[i * K + a];
-      kb = fmaf(y, kr[i * lkr + a], kb);
-      dK[i * lk + a] += be * y;
+    // each lane's loads of a row (up to 4 columns, 32 apart) issued before its stores: the stores may
+    // alias the loaded rows as far as the compiler knows, so a plain loop waits one load latency per column
+    for (int a0 = lane; a0 < K; a0 += 32 * row_batch) {
+      float y[row_batch], k[row_batch];
+#pragma unroll
+      for (int u = 0; u < row_batch; ++u) {
+        const int a = a0 + 32 * u;
+        if (a < K) y[u] = -ws2[i * K + a], k[u] = kr[i * lkr + a];
+      }
+#pragma unroll
+      for (int u = 0; u < row_batch; ++u) {
+        const int a = a0 + 32 * u;
+        if (a >= K) break;
+        kb = fmaf(y[u], k[u], kb);
+        dK[i * lk + a] += be * y[u];
+      }
     }
     if (r.wr) {
       const int wsl = write_slot(p, r, at);
-      for (int j = lane; j < V; j += 32) {
-        const float y = ws3[static_cast<index_t>(i) * V + j];
-        vb = fmaf(y, to_f32(p.v[r.hv * V + j]), vb);
-        if (p.dv_out) p.dv_out[r.hv * V + j] = from_f32<Dev>(b[i] * y);  // direct store (one slot)
-        else if (p.dv) p.dv[(r.hv * p.Rw + wsl) * V + j] = b[i] * y;
+      for (int j0 = lane; j0 < V; j0 += 32 * row_batch) {
+        float y[row_batch], v[row_batch];
+#pragma unroll
+        for (int u = 0; u < row_batch; ++u) {
+          const int j = j0 + 32 * u;
+          if (j < V) y[u] = ws3[static_cast<index_t>(i) * V + j], v[u] = to_f32(p.v[r.hv * V + j]);
+        }
+#pragma unroll
+        for (int u = 0; u < row_batch; ++u) {
+          const int j = j0 + 32 * u;
+          if (j >= V) break;
+          vb = fmaf(y[u], v[u], vb);
+          if (p.dv_out) p.dv_out[r.hv * V + j] = from_f32<Dev>(b[i] * y[u]);  // direct store (one slot)
+          else if (p.dv) p.dv[(r.hv * p.Rw + wsl) * V + j] = b[i] * y[u];
+        }
       }
     }
     kb = warp_sum(kb), vb = warp_sum(vb);
@@ -1404,12 +1428,23 @@ __device__ __forceinline__ void store_write_grads(const delta_params<Dev>& p, co
     const float ik = p.kinv[o.c + i];
     float d = 0.f;
     if (p.l2norm)
+#pragma unroll 4
       for (int a = lane; a < K; a += 32) d = fmaf(kr[i * lkr + a], dK[i * lk + a], d);
     d = warp_sum(d);
-    for (int a = lane; a < K; a += 32) {
-      const float x = ik * (dK[i * lk + a] - kr[i * lkr + a] * d);
-      if (p.dk_out) p.dk_out[r.hv * K + a] = from_f32<Dev>(x);  // direct store (one slot)
-      else p.dk[(r.hv * p.Rw + wsl) * K + a] = x;
+    for (int a0 = lane; a0 < K; a0 += 32 * row_batch) {  // loads before stores, as in wy_terms
+      float x[row_batch];
+#pragma unroll
+      for (int u = 0; u < row_batch; ++u) {
+        const int a = a0 + 32 * u;
+        if (a < K) x[u] = ik * (dK[i * lk + a] - kr[i * lkr + a] * d);
+      }
+#pragma unroll
+      for (int u = 0; u < row_batch; ++u) {
+        const int a = a0 + 32 * u;
+        if (a >= K) break;
+        if (p.dk_out) p.dk_out[r.hv * K + a] = from_f32<Dev>(x[u]);  // direct store (one slot)
+        else p.dk[(r.hv * p.Rw + wsl) * K + a] = x[u];
+      }
     }
   }
   if (lane == 0) {
