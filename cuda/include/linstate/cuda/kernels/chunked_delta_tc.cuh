@@ -67,6 +67,10 @@ namespace linstate::cuda_detail {
 
 inline constexpr int dtc_threads = 256;       //!< prep and output kernels: 8 warps
 inline constexpr int dtc_scan_tile = 16;      //!< V columns per state-kernel block
+//! chunk buffers in the backward's two scans (reverse scan, states' pass): chunk c's tiles are issued
+//! dtc_scan_stages − 1 chunks ahead of their use (3: a whole chunk's work and more hides the copy's latency;
+//! the reverse scan's three buffers and its single tiles take 208 KB of shared memory at K = 128)
+inline constexpr int dtc_scan_stages = 3;
 inline constexpr int dtc_out_tile = 64;       //!< V columns per output-kernel block
 
 using dtc_bf16 = __nv_bfloat16;
@@ -769,7 +773,7 @@ struct copy_map {
 }  // namespace dtc_detail
 
 struct delta_tc_rscan_smem {
-  // one chunk's buffer (two of them): W, A, raw k and q rows, the dO tile, G, 1/‖k‖, 1/‖q‖, the records
+  // one chunk's buffer (dtc_scan_stages of them): W, A, raw k and q rows, the dO tile, G, 1/‖k‖, 1/‖q‖, the records
   std::size_t Ws, As, Kr, Qr, dO, G, ki, qi, recs, per;
   // single: D, diag(s) dO and −dVn in bf16 (transposed), d
   std::size_t Dh, Sh, Nh, dv, bytes;
@@ -788,7 +792,7 @@ struct delta_tc_rscan_smem {
     per = recs + up128(C * sizeof(chunk_record));
     const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * ldb16(K) * sizeof(dtc_bf16));
     const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
-    Dh = 2 * per, Sh = Dh + tk, Nh = Sh + tc, dv = Nh + tc;
+    Dh = dtc_scan_stages * per, Sh = Dh + tk, Nh = Sh + tc, dv = Nh + tc;
     bytes = dv + up128(C * sizeof(float));
   }
 };
@@ -881,20 +885,31 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
       const int a = 16 * tD + g + 8 * (e >> 1), j = 8 * (hD + x) + t2 + (e & 1);
       Dr[x][e] = (ownD && p.dht) ? p.dht[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
     }
-  // threads [0, C): the record table's entry of the chunk after the next one, loaded a step before its
-  // record is formed and stored (only the one load, and nothing that waits for it until then: its
-  // latency lies under a whole chunk's work instead of between barriers (A) and (B))
+  // The ring: chunk c1 − 1 − n in buffer n % NB; chunk c's tiles are issued at barrier (B) of chunk
+  // c + NB − 1, one commit group per chunk (an empty one past c0), so that at chunk c the groups of the
+  // NB − 2 chunks after it in the order may still be in flight. Their records are formed and stored one
+  // step earlier, at (A). Threads [0, C) hold the record table's entry of the chunk after that one,
+  // loaded a step before its record is formed (only the one load, and nothing that waits for it until
+  // then: its latency lies under a whole chunk's work instead of between barriers (A) and (B)).
+  constexpr int NB = dtc_scan_stages, AH = NB - 1;  // buffers; chunks issued ahead
   int tok_ahead = -1;
-  if (c0 < c1) load_records(p, c1 - 1, at, h, hv, recs_of(0));
-  if (c1 - 2 >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c1 - 2) * C + tid];
+#pragma unroll
+  for (int n = 0; n < AH; ++n)
+    if (c1 - 1 - n >= c0) load_records(p, c1 - 1 - n, at, h, hv, recs_of(n));
+  if (c1 - 1 - AH >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c1 - 1 - AH) * C + tid];
   __syncthreads();
-  if (c0 < c1) issue(c1 - 1, 0);
+#pragma unroll
+  for (int n = 0; n < AH; ++n) {
+    if (c1 - 1 - n >= c0) issue(c1 - 1 - n, n);
+    else cp_async_commit();
+  }
+  int b = 0;  // chunk c's buffer
   for (index_t c = c1 - 1; c >= c0; --c) {
-    const int b = static_cast<int>((c1 - 1 - c) & 1);
+    const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c − AH's: chunk c + 1's, which every thread is done with after (A)
     const at_chunk o(c, hv, HV, K, V);
-    cp_async_wait_all();
+    cp_async_wait_group<NB - 2>();
     __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
-    if (c > c0 && tid < C) recs_of(b ^ 1)[tid] = record_of(p, tok_ahead, at, h, hv);  // chunk c − 1's
+    if (c - AH >= c0 && tid < C) recs_of(bn)[tid] = record_of(p, tok_ahead, at, h, hv);  // chunk c − AH's
     const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
     // D of this chunk: to dbuf, and in bf16 into Dh (transposed) for Kd D
     if (ownD) {
@@ -927,9 +942,10 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
 #pragma unroll
       for (int jj = 0; jj < CQ; ++jj) store_bf16(si * x[jj], Sh, (q0 + jj) * lc16 + i);
     }
-    __syncthreads();  // (B) Dh, Sh, d ready; the records of chunk c − 1 stored
-    if (c > c0) issue(c - 1, b ^ 1);
-    if (c - 2 >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c - 2) * C + tid];
+    __syncthreads();  // (B) Dh, Sh, d ready; the records of chunk c − AH stored
+    if (c - AH >= c0) issue(c - AH, bn);
+    else cp_async_commit();
+    if (c - AH - 1 >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c - AH - 1) * C + tid];
     if (warp < 8) {  // dVn = Aᵀ dO + diag(d) (k D): rows 16(w % 4) … + 15, half w / 4
       const auto* As = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.As));
       const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
@@ -1000,6 +1016,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
         }
       }
     }
+    b = b == NB - 1 ? 0 : b + 1;
   }
   if (p.dh0 && ownD) {
 #pragma unroll
@@ -1026,7 +1043,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
 // only where state_out is set.
 
 struct delta_tc_hstate_smem {
-  std::size_t Ws, Ub, Kr, G, ki, per;  // one chunk's buffer (two of them)
+  std::size_t Ws, Ub, Kr, G, ki, per;  // one chunk's buffer (dtc_scan_stages of them)
   std::size_t Sh, Yh, dv, bytes;       // single: −S and diag(d) Vn in bf16 (transposed), d
   __host__ __device__ explicit delta_tc_hstate_smem(int K) {
     using namespace dtc_detail;
@@ -1039,7 +1056,7 @@ struct delta_tc_hstate_smem {
     per = ki + up128(C * sizeof(float));
     const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * ldb16(K) * sizeof(dtc_bf16));
     const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
-    Sh = 2 * per, Yh = Sh + tk, dv = Yh + tc;
+    Sh = dtc_scan_stages * per, Yh = Sh + tk, dv = Yh + tc;
     bytes = dv + up128(C * sizeof(float));
   }
 };
@@ -1109,11 +1126,19 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
       const int a = 16 * tS + g + 8 * (e >> 1), j = 8 * (hS + x) + t2 + (e & 1);
       Sr[x][e] = (ownS && p.state_in) ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
     }
-  if (c0 < c1) issue(c0, 0);
+  // the ring (as the reverse scan's, forward in c): chunk c0 + n in buffer n % NB, issued at barrier (B)
+  // of chunk c − AH, one commit group per chunk (an empty one past the last)
+  constexpr int NB = dtc_scan_stages, AH = NB - 1;
+#pragma unroll
+  for (int n = 0; n < AH; ++n) {
+    if (c0 + n < c1) issue(c0 + n, n);
+    else cp_async_commit();
+  }
+  int b = 0;  // chunk c's buffer
   for (index_t c = c0; c < c1; ++c) {
-    const int b = static_cast<int>((c - c0) & 1);
+    const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c + AH's: chunk c − 1's, which every thread is done with after (A)
     const at_chunk o(c, hv, HV, K, V);
-    cp_async_wait_all();
+    cp_async_wait_group<NB - 2>();
     __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
     const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
     // S entering this chunk: to hbuf, and −S in bf16 into Sh (transposed)
@@ -1131,7 +1156,8 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
     }
     if (tid < C) dvec[tid] = __expf(Gc[C - 1] - Gc[tid]) * reinterpret_cast<const float*>(at_buf(b, L.ki))[tid];
     __syncthreads();  // (B) Sh, d ready
-    if (c + 1 < c1) issue(c + 1, b ^ 1);
+    if (c + AH < c1) issue(c + AH, bn);
+    else cp_async_commit();
     if (warp < 8) {  // Vn = U − W S: rows 16(w % 4) … + 15, half w / 4
       const auto* Ws = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Ws));
       const auto* Ub = reinterpret_cast<const float*>(at_buf(b, L.Ub));
@@ -1177,6 +1203,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
         }
       }
     }
+    b = b == NB - 1 ? 0 : b + 1;
   }
   if (p.state_out && ownS) {
 #pragma unroll
