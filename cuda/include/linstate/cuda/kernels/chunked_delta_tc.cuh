@@ -738,8 +738,9 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delt
 // delta_tc_bscan_warps; 4 before session 13: the per-chunk step is latency-bound, and more warps
 // shorten each warp's chain of products), D held in mma accumulator fragments for the whole stream
 // (warp w: row tile w % 8 of K, both 8-column halves at 8 warps, half w / 8 at 16), the next
-// chunk's W, A, q, k rows, dO tile and G, 1/‖k‖, 1/‖q‖ copied by cp.async (double buffered; only the
-// dO rows gathered through the record table) while this chunk computes. W, A and the q, k rows come
+// chunks' W, A, q, k rows, dO tile and G, 1/‖k‖, 1/‖q‖ copied by cp.async (a ring of dtc_scan_stages = 3
+// buffers, each chunk issued two chunks ahead since session 28 — double buffered before; only the dO
+// rows gathered through the record table) while this chunk computes. W, A and the q, k rows come
 // from the bf16 copies delta_prep_kernel writes for this pass (delta_params::Wh, Ah, qh, kh: W and A
 // rounded there exactly as this kernel rounded its fp32 copies before, the raw rows gathered and
 // zeroed there), so every operand fragment is one ldmatrix (.trans for Aᵀ, Wᵀ, qᵀ and dO) and a chunk's
@@ -1037,8 +1038,9 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
 // W and U (fp32) from delta_prep_kernel, the raw bf16 rows of k as the exact operand, W, S and diag(d) Vn
 // rounded to bf16 as operands (split into hi + lo pairs before session 21), fp32 accumulators; S held
 // in accumulator fragments for the whole stream (the reverse scan's warp map: 8 or 16 warps), the next
-// chunk's W, U tile, k rows, G and 1/‖k‖ copied by cp.async (double buffered; W and the k rows from the
-// prep's bf16 copies, as in the reverse scan: no record table here). Writes what the exact
+// chunks' W, U tile, k rows, G and 1/‖k‖ copied by cp.async (the reverse scan's ring of three buffers,
+// two chunks ahead; W and the k rows from the prep's bf16 copies, as in the reverse scan: no record
+// table here). Writes what the exact
 // kernel writes for the backward: S entering each chunk (hbuf, fp32) and Vn (fp32); the final state
 // only where state_out is set.
 
