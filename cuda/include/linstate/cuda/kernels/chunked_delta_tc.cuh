@@ -888,10 +888,11 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
     }
   // The ring: chunk c1 − 1 − n in buffer n % NB; chunk c's tiles are issued at barrier (B) of chunk
   // c + NB − 1, one commit group per chunk (an empty one past c0), so that at chunk c the groups of the
-  // NB − 2 chunks after it in the order may still be in flight. Their records are formed and stored one
-  // step earlier, at (A). Threads [0, C) hold the record table's entry of the chunk after that one,
-  // loaded a step before its record is formed (only the one load, and nothing that waits for it until
-  // then: its latency lies under a whole chunk's work instead of between barriers (A) and (B)).
+  // NB − 2 chunks after it in the order may still be in flight. A chunk's records are formed and stored
+  // in the step that issues it, at (A), before the issue at (B) reads them. Threads [0, C) hold the
+  // record table's entry of the chunk the next step issues, loaded a step before its record is formed
+  // (only the one load, and nothing that waits for it until then: its latency lies under a whole
+  // chunk's work instead of between barriers (A) and (B)).
   constexpr int NB = dtc_scan_stages, AH = NB - 1;  // buffers; chunks issued ahead
   int tok_ahead = -1;
 #pragma unroll
