@@ -12,9 +12,12 @@
 #              fragments by one ldmatrix; at 8 warps kernels with K = 128 a compile-time constant
 #   s29_norec = branch s29-rscan-norec (on ins): the reverse scan reads no record table (the prep writes s_i and
 #              the dO rows' tokens)
+#   s29_fwd  = branch s29-fwd-state (on main, apart from the stack): the forward's state pass stores through
+#              pointers moved a chunk per step
 #   s29_li   = s29_norec with -Dcuda_args=-lineinfo (bench_cuda only): source counters of the backward kernels
 # Every build must print ring's tensor-core ratios digit for digit (the same products in the same order).
-R=$OUT/r; mkdir -p $R; D=/tmp/s29; B="s28_ring s28_addr s28_bar s29_dA s29_ins s29_norec"; N="s28_addr s28_bar s29_dA s29_ins s29_norec"
+# The rows: prefill (forward) and train (forward + backward) of GDN, SSE-GDN n4k1s and GLA.
+R=$OUT/r; mkdir -p $R; D=/tmp/s29; B="s28_ring s28_addr s28_bar s29_dA s29_ins s29_norec s29_fwd"; N="s28_addr s28_bar s29_dA s29_ins s29_norec"
 for b in $B; do mkdir -p $D/$b; tar xf .dev-lead/$b.txz -C $D/$b; done
 export LINSTATE_FIXTURES=$PWD/.fixtures
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
@@ -23,8 +26,11 @@ ts() { echo "$1 $(date +%s)" >> $R/times.txt; }
 for b in $B; do
   timeout 90 $D/$b/test_cuda_backward -tc="*inputs on tensor cores*" > $R/tc_$b.txt 2>&1; echo "rc=$?" >> $R/tc_$b.txt; ts tc_$b
 done
+# s29_fwd changes the forward: its GPU forward tests (test_cuda: the delta rule's cases, the pipelined pieces)
+timeout 120 $D/s29_fwd/test_cuda -tc="*delta*" > $R/tcf_s29_fwd.txt 2>&1; echo "rc=$?" >> $R/tcf_s29_fwd.txt; ts tcf
+timeout 120 $CS --tool memcheck $D/s29_fwd/test_cuda -tc="*pieces*" > $R/memcheck_s29_fwd.txt 2>&1; echo "rc=$?" >> $R/memcheck_s29_fwd.txt; ts memcheck_fwd
 for b in $N; do timeout 150 $D/$b/test_cuda_backward -tce="timing*" > $R/tcb_$b.txt 2>&1; echo "rc=$?" >> $R/tcb_$b.txt; ts tcb_$b; done
-P="--suite=train --tmin=8192 --tmax=65536 --Ns=0 --delta --strategies=varlen --recurrent-tmax=0 --deadline=40"
+P="--suite=prefill,train --tmin=8192 --tmax=65536 --Ns=0 --delta --strategies=varlen --recurrent-tmax=0 --deadline=40"
 for i in 1 2 3 4; do
   for b in $B; do timeout 80 $D/$b/bench_cuda $P --out=$R/t_${b}$i.csv > $R/t_${b}$i.txt 2>&1; ts "t_$b$i rc=$?"; done
 done
@@ -44,6 +50,6 @@ if [ -f .dev-lead/s29_li.txz ]; then
     [ -f $R/src_$k.csv ] && gzip -f $R/src_$k.csv
   done
 fi
-cd $R && (for b in $N; do cmp <(grep -h MESSAGE tc_s28_ring.txt | sed "s/.*MESSAGE: //") <(grep -h MESSAGE tc_$b.txt | sed "s/.*MESSAGE: //") >/dev/null && echo "$b ratios: ring's digits" || echo "$b ratios differ from ring's"; done
-  tail -n 3 tc_*.txt tcb_*.txt memcheck_*.txt racecheck_*.txt; grep -h "^train *gdn\|^train *sse_gdn" t_*.txt; cat times.txt) > summary.txt 2>&1
+cd $R && (for b in $N s29_fwd; do cmp <(grep -h MESSAGE tc_s28_ring.txt | sed "s/.*MESSAGE: //") <(grep -h MESSAGE tc_$b.txt | sed "s/.*MESSAGE: //") >/dev/null && echo "$b ratios: ring's digits" || echo "$b ratios differ from ring's"; done
+  tail -n 3 tc_*.txt tcf_*.txt tcb_*.txt memcheck_*.txt racecheck_*.txt; grep -h "^train *gdn\|^train *sse_gdn\|^prefill *gdn" t_*.txt; cat times.txt) > summary.txt 2>&1
 tar czf $OUT/logs.tgz *; cp summary.txt $OUT/; rm -rf $R
