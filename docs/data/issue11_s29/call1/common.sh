@@ -16,7 +16,7 @@ tcb() { for b in "$@"; do timeout 150 $D/$b/test_cuda_backward -tce="timing*" > 
 # SUITES BUILD ... : the delta-rule rows (T = 8K…64K) of SUITES, the builds alternated four times → t_BUILD<i>.csv
 rows() {
   local P="--suite=$1 --tmin=8192 --tmax=65536 --Ns=0 --delta --strategies=varlen --recurrent-tmax=0 --deadline=40"; shift
-  for i in 1 2 3 4; do for b in "$@"; do timeout 80 $D/$b/bench_cuda $P --out=$R/t_${b}$i.csv > $R/t_${b}$i.txt 2>&1; ts "t_$b$i rc=$?"; done; done
+  for i in ${ALT:-1 2 3 4}; do for b in "$@"; do timeout 80 $D/$b/bench_cuda $P --out=$R/t_${b}$i.csv > $R/t_${b}$i.txt 2>&1; ts "t_$b$i rc=$?"; done; done
 }
 # BUILD ... : ncu durations, instructions and registers of every delta kernel of the call $A → ncu_BUILD.csv
 durations() {

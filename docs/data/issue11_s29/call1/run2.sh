@@ -9,7 +9,7 @@ for b in s28_bar s29_dA s29_ins s29_norec; do memcheck $b; racecheck $b; done
 timeout 90 $NCU --clock-control none --set full -k "regex:delta_tc_(rscan|hstate)" -c 2 --csv --page details $D/s29_norec/bench_cuda $A > $R/full_scans_norec.csv 2> $R/full_scans_norec.err; ts full
 if [ -f .dev-lead/s29_li.txz ]; then
   unpack s29_li
-  for k in delta_grad_bf16 delta_tc_rscan delta_grad_products delta_tc_hstate delta_prep_kernel; do
+  for k in delta_grad_bf16 delta_tc_rscan delta_grad_products delta_tc_hstate delta_prep_kernel delta_tc_prep; do
     timeout 60 $NCU --clock-control none --section SourceCounters --section WarpStateStats --page source --print-source cuda,sass --csv -k regex:$k -c 1 $D/s29_li/bench_cuda $A > $R/src_$k.csv 2> $R/src_$k.err; ts src_$k
     [ -f $R/src_$k.csv ] && gzip -f $R/src_$k.csv
   done
