@@ -770,6 +770,37 @@ struct copy_map {
     if (row0 >= rows) row0 = 1 << 30;
   }
 };
+
+//! The backward scans' bf16 row pitch: ldb16 of chunk_max_k whatever K is, so that every shared
+//! offset a row index makes is a compile-time constant (folded into the instructions' immediates).
+inline constexpr int lbs = chunk_max_k + 8;
+
+//! A cp.async of 16 bytes to a shared address already converted (smem_addr).
+__device__ __forceinline__ void cp_async16_at(unsigned s, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+
+//! A thread's share of a block-wide copy of a chunk's C rows of PR 16-byte pieces each (row pitch G in
+//! global, P in shared): piece tid % PR of rows tid / PR + n·RS, n < C / RS, RS = NT / PR — the row
+//! steps compile-time constants, so each copy is one cp.async at an immediate shared offset and a
+//! global pointer advanced by a fixed stride. Pieces at or past `width` elements copy nothing.
+template <int NT, int PR, int P>
+struct row_copy {
+  static constexpr int RS = NT / PR, NR = chunk_len / RS;
+  static_assert(NT % PR == 0 && chunk_len % RS == 0, "row_copy: the block's threads must tile the rows evenly");
+  int col, row;
+  bool on;
+  __device__ row_copy(int tid, int width) : col(tid % PR), row(tid / PR), on(8 * (tid % PR) < width) {}
+  //! rows of `src` ([C][gpitch] bf16, the chunk's first row) into the shared rows at `dst` (pitch P)
+  __device__ __forceinline__ void operator()(unsigned dst, const dtc_bf16* src, index_t gpitch) const {
+    if (!on) return;
+    const dtc_bf16* g = src + static_cast<index_t>(row) * gpitch + 8 * col;
+    const unsigned d = dst + static_cast<unsigned>((row * P + 8 * col) * sizeof(dtc_bf16));
+    const index_t gs = RS * gpitch;
+#pragma unroll
+    for (int n = 0; n < NR; ++n) cp_async16_at(d + static_cast<unsigned>(n * RS * P * sizeof(dtc_bf16)), g + n * gs);
+  }
+};
 }  // namespace dtc_detail
 
 struct delta_tc_rscan_smem {
@@ -781,16 +812,17 @@ struct delta_tc_rscan_smem {
     using namespace dtc_detail;
     const std::size_t C = chunk_len;
     Ws = 0;
-    As = Ws + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    (void)K;  // rows at the pitch lbs of chunk_max_k
+    As = Ws + up128(C * lbs * sizeof(dtc_bf16));
     Kr = As + up128(C * lc16 * sizeof(dtc_bf16));
-    Qr = Kr + up128(C * ldb16(K) * sizeof(dtc_bf16));
-    dO = Qr + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    Qr = Kr + up128(C * lbs * sizeof(dtc_bf16));
+    dO = Qr + up128(C * lbs * sizeof(dtc_bf16));
     G = dO + up128(C * ls16 * sizeof(dtc_bf16));
     ki = G + up128(C * sizeof(float));
     qi = ki + up128(C * sizeof(float));
     recs = qi + up128(C * sizeof(float));
     per = recs + up128(C * sizeof(chunk_record));
-    const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * ldb16(K) * sizeof(dtc_bf16));
+    const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * lbs * sizeof(dtc_bf16));
     const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
     Dh = dtc_scan_stages * per, Sh = Dh + tk, Nh = Sh + tc, dv = Nh + tc;
     bytes = dv + up128(C * sizeof(float));
@@ -814,7 +846,8 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   constexpr int HH = 16 / NW;             // 8-column halves per warp in the D update (2 or 1)
   constexpr int NQ = NW * 32 / C, CQ = TS / NQ;  // dO rows: NQ threads per record, CQ columns each
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lb = ldb16(K), k8 = K / 8, nkt = K / 16;
+  const int K = p.K, V = p.V, HV = p.HV, nkt = K / 16;
+  constexpr int lb = lbs;
   const delta_tc_rscan_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
@@ -837,29 +870,21 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   // not read / write are zeros (plain stores, visible after the barrier that follows the wait). Each
   // thread copies the same columns of the same rows every chunk (copy_map, formed once: no division
   // or row arithmetic per chunk, which before session 21 were a third of the kernel's instructions).
-  const copy_map mw(k8, tid, nt), ma(C / 8, tid, nt), mo(TS / 8, tid, nt);
+  const row_copy<NW * 32, chunk_max_k / 8, lbs> mw(tid, K);
+  const row_copy<NW * 32, C / 8, lc16> ma(tid, C);
+  const copy_map mo(TS / 8, tid, nt);
+  const unsigned sbuf = smem_addr(smem_raw);
   auto issue = [&](index_t c, int b) {
     const at_chunk o(c, hv, HV, K, V);
     const chunk_record* rc = recs_of(b);
-    auto* Ws = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Ws));
-    auto* As = reinterpret_cast<dtc_bf16*>(at_buf(b, L.As));
-    auto* Kr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Kr));
-    auto* Qr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Qr));
     auto* dO = reinterpret_cast<dtc_bf16*>(at_buf(b, L.dO));
     const uint4 z{0u, 0u, 0u, 0u};
-    {  // W, k and q rows: the prep's bf16 copies (k, q gathered and zeroed there), [C][K] each
-      const index_t from = o.ck + 8 * mw.col;
-      const int to = 8 * mw.col;
-      for (int i = mw.row0; i < C; i += mw.rows) {
-        cp_async16(Ws + to + i * lb, p.Wh + from + i * K);
-        cp_async16(Kr + to + i * lb, p.kh + from + i * K);
-        cp_async16(Qr + to + i * lb, p.qh + from + i * K);
-      }
-    }
-    {
-      const dtc_bf16* from = p.Ah + o.cc + 8 * ma.col;
-      dtc_bf16* to = As + 8 * ma.col;
-      for (int i = ma.row0; i < C; i += ma.rows) cp_async16(to + i * lc16, from + i * C);
+    {  // W, k and q rows: the prep's bf16 copies (k, q gathered and zeroed there), [C][K] each; A [C][C]
+      const unsigned sb = sbuf + static_cast<unsigned>(static_cast<std::size_t>(b) * L.per);
+      mw(sb + static_cast<unsigned>(L.Ws), p.Wh + o.ck, K);
+      mw(sb + static_cast<unsigned>(L.Kr), p.kh + o.ck, K);
+      mw(sb + static_cast<unsigned>(L.Qr), p.qh + o.ck, K);
+      ma(sb + static_cast<unsigned>(L.As), p.Ah + o.cc, C);
     }
     for (int i = mo.row0; i < C; i += mo.rows) {
       const chunk_record& r = rc[i];
@@ -1049,12 +1074,13 @@ struct delta_tc_hstate_smem {
     using namespace dtc_detail;
     const std::size_t C = chunk_len;
     Ws = 0;
-    Ub = Ws + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    (void)K;  // rows at the pitch lbs of chunk_max_k
+    Ub = Ws + up128(C * lbs * sizeof(dtc_bf16));
     Kr = Ub + up128(C * lst * sizeof(float));
-    G = Kr + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    G = Kr + up128(C * lbs * sizeof(dtc_bf16));
     ki = G + up128(C * sizeof(float));
     per = ki + up128(C * sizeof(float));
-    const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * ldb16(K) * sizeof(dtc_bf16));
+    const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * lbs * sizeof(dtc_bf16));
     const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
     Sh = dtc_scan_stages * per, Yh = Sh + tk, dv = Yh + tc;
     bytes = dv + up128(C * sizeof(float));
@@ -1074,7 +1100,8 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   constexpr int C = chunk_len, TS = dtc_scan_tile;
   constexpr int HH = 16 / NW;  // 8-column halves per warp in the S update (2 or 1)
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lb = ldb16(K), k8 = K / 8, nkt = K / 16;
+  const int K = p.K, V = p.V, HV = p.HV, nkt = K / 16;
+  constexpr int lb = lbs;
   const delta_tc_hstate_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
@@ -1091,19 +1118,16 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   auto* Yh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Yh);  // [16][lc16] diag(d) Vn (bf16), transposed
   float* dvec = reinterpret_cast<float*>(smem_raw + L.dv);  // [C] d
   // no record table: the prep's bf16 copies of W and of the k rows (gathered and zeroed there) are [C][K]
-  const copy_map mw(k8, tid, nt), mu(TS / 4, tid, nt);  // as the reverse scan's
+  const row_copy<NW * 32, chunk_max_k / 8, lbs> mw(tid, K);  // as the reverse scan's
+  const copy_map mu(TS / 4, tid, nt);
+  const unsigned sbuf = smem_addr(smem_raw);
   auto issue = [&](index_t c, int b) {
     const at_chunk o(c, hv, HV, K, V);
-    auto* Ws = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Ws));
     auto* Ub = reinterpret_cast<float*>(at_buf(b, L.Ub));
-    auto* Kr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Kr));
     {
-      const index_t from = o.ck + 8 * mw.col;
-      const int to = 8 * mw.col;
-      for (int i = mw.row0; i < C; i += mw.rows) {
-        cp_async16(Ws + to + i * lb, p.Wh + from + i * K);
-        cp_async16(Kr + to + i * lb, p.kh + from + i * K);
-      }
+      const unsigned sb = sbuf + static_cast<unsigned>(static_cast<std::size_t>(b) * L.per);
+      mw(sb + static_cast<unsigned>(L.Ws), p.Wh + o.ck, K);
+      mw(sb + static_cast<unsigned>(L.Kr), p.kh + o.ck, K);
     }
     {
       const float* from = p.U + o.cv + j0 + 4 * mu.col;
