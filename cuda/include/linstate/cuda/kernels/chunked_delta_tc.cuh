@@ -806,8 +806,8 @@ struct row_copy {
 struct delta_tc_rscan_smem {
   // one chunk's buffer (dtc_scan_stages of them): W, A, raw k and q rows, the dO tile, G, 1/‖k‖, 1/‖q‖, the records
   std::size_t Ws, As, Kr, Qr, dO, G, ki, qi, recs, per;
-  // single: D, diag(s) dO and −dVn in bf16 (transposed), d
-  std::size_t Dh, Sh, Nh, dv, bytes;
+  // single: D, diag(s) dO and −dVn in bf16 (transposed)
+  std::size_t Dh, Sh, Nh, bytes;
   __host__ __device__ explicit delta_tc_rscan_smem(int K) {
     using namespace dtc_detail;
     const std::size_t C = chunk_len;
@@ -824,8 +824,8 @@ struct delta_tc_rscan_smem {
     per = recs + up128(C * sizeof(chunk_record));
     const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * lbs * sizeof(dtc_bf16));
     const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
-    Dh = dtc_scan_stages * per, Sh = Dh + tk, Nh = Sh + tc, dv = Nh + tc;
-    bytes = dv + up128(C * sizeof(float));
+    Dh = dtc_scan_stages * per, Sh = Dh + tk, Nh = Sh + tc;
+    bytes = Nh + tc;
   }
 };
 
@@ -863,7 +863,6 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   auto* Dh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Dh);  // [16][lb]  D (bf16), transposed
   auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lc16] diag(s) dO (bf16), transposed
   auto* Nh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Nh);  // [16][lc16] −dVn (bf16), transposed
-  float* dvec = reinterpret_cast<float*>(smem_raw + L.dv);  // [C] d
   chunk_where at{};
   if (c0 < c1) at = locate_chunk(p, c0);  // one stream: the same for every chunk
   // chunk c's tiles into buffer b (its records there already), one commit group; rows a record does
@@ -910,14 +909,33 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
       const int a = 16 * tD + g + 8 * (e >> 1), j = 8 * (hD + x) + t2 + (e & 1);
       Dr[x][e] = (ownD && p.dht) ? p.dht[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
     }
-  // The ring: chunk c1 − 1 − n in buffer n % NB; chunk c's tiles are issued at barrier (B) of chunk
+  // The ring: chunk c1 − 1 − n in buffer n % NB; chunk c's tiles are issued at barrier (Y) of chunk
   // c + NB − 1, one commit group per chunk (an empty one past c0), so that at chunk c the groups of the
-  // NB − 2 chunks after it in the order may still be in flight. Their records are formed and stored one
-  // step earlier, at (A). Threads [0, C) hold the record table's entry of the chunk after that one,
-  // loaded a step before its record is formed (only the one load, and nothing that waits for it until
-  // then: its latency lies under a whole chunk's work instead of between barriers (A) and (B)).
+  // NB − 2 chunks after it in the order may still be in flight. Their records are formed and stored in
+  // the same step, after (X). Two barriers per chunk (since session 28; three before, the per-record
+  // work and D's stores between two of them): (X) → dVn and the per-record work → (Y) → D's update and
+  // the stores of the D it forms → (X). Threads [0, C) hold the record table's entry of the chunk after
+  // that one, loaded a step before its record is formed (only the one load, and nothing that waits for
+  // it until then: its latency lies under a whole chunk's work instead of between two barriers).
   constexpr int NB = dtc_scan_stages, AH = NB - 1;  // buffers; chunks issued ahead
+  // D_c (∂L/∂S' of chunk c, in Dr): to dbuf, and in bf16 into Dh (transposed) for k D. Dh is read only by
+  // the dVn phase, between barriers (X) and (Y), so D_{c−1} goes there right after the update that forms it.
+  auto store_d = [&](index_t c) {
+    if (!ownD) return;
+    const at_chunk o(c, hv, HV, K, V);
+#pragma unroll
+    for (int x = 0; x < HH; ++x)
+#pragma unroll
+      for (int e2 = 0; e2 < 2; ++e2) {
+        const int a = 16 * tD + g + 8 * e2, j = 8 * (hD + x) + t2;
+        const float x0 = Dr[x][2 * e2], x1 = Dr[x][2 * e2 + 1];
+        *reinterpret_cast<float2*>(p.dbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
+        store_bf16(x0, Dh, j * lb + a);
+        store_bf16(x1, Dh, (j + 1) * lb + a);
+      }
+  };
   int tok_ahead = -1;
+  if (c0 < c1) store_d(c1 - 1);
 #pragma unroll
   for (int n = 0; n < AH; ++n)
     if (c1 - 1 - n >= c0) load_records(p, c1 - 1 - n, at, h, hv, recs_of(n));
@@ -930,53 +948,21 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   }
   int b = 0;  // chunk c's buffer
   for (index_t c = c1 - 1; c >= c0; --c) {
-    const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c − AH's: chunk c + 1's, which every thread is done with after (A)
+    const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c − AH's: chunk c + 1's, which every thread is done with after (X)
     const at_chunk o(c, hv, HV, K, V);
     cp_async_wait_group<NB - 2>();
-    __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
+    __syncthreads();  // (X) chunk c's tiles landed; Dh holds D_c; every thread is done with chunk c + 1
     if (c - AH >= c0 && tid < C) recs_of(bn)[tid] = record_of(p, tok_ahead, at, h, hv);  // chunk c − AH's
     const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
-    // D of this chunk: to dbuf, and in bf16 into Dh (transposed) for Kd D
-    if (ownD) {
-#pragma unroll
-      for (int x = 0; x < HH; ++x)
-#pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int a = 16 * tD + g + 8 * e2, j = 8 * (hD + x) + t2;
-          const float x0 = Dr[x][2 * e2], x1 = Dr[x][2 * e2 + 1];
-          *reinterpret_cast<float2*>(p.dbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
-          store_bf16(x0, Dh, j * lb + a);
-          store_bf16(x1, Dh, (j + 1) * lb + a);
-        }
-    }
-    {  // per record i (NQ threads, CQ columns each): d_i, s_i; the dO row to dO32 (fp32) and diag(s) dO
-       // in bf16 into Sh (transposed)
-      const int i = tid % C, q0 = (tid / C) * CQ;
-      const chunk_record& r = recs_of(b)[i];
-      const float* ki = reinterpret_cast<const float*>(at_buf(b, L.ki));
-      const float* qi = reinterpret_cast<const float*>(at_buf(b, L.qi));
-      const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
-      if (q0 == 0) dvec[i] = __expf(Gc[C - 1] - Gc[i]) * ki[i];
-      const float si = r.r * __expf(Gc[i]) * qi[i];
-      float x[CQ];
-#pragma unroll
-      for (int jj = 0; jj < CQ; ++jj) x[jj] = __bfloat162float(dO[i * ls16 + q0 + jj]);
-      float* d32 = p.dO32 + o.cv + static_cast<index_t>(i) * V + j0 + q0;
-      if constexpr (CQ == 4) *reinterpret_cast<float4*>(d32) = make_float4(x[0], x[1], x[2], x[3]);
-      else *reinterpret_cast<float2*>(d32) = make_float2(x[0], x[1]);
-#pragma unroll
-      for (int jj = 0; jj < CQ; ++jj) store_bf16(si * x[jj], Sh, (q0 + jj) * lc16 + i);
-    }
-    __syncthreads();  // (B) Dh, Sh, d ready; the records of chunk c − AH stored
-    if (c - AH >= c0) issue(c - AH, bn);
-    else cp_async_commit();
-    if (c - AH - 1 >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c - AH - 1) * C + tid];
-    if (warp < 8) {  // dVn = Aᵀ dO + diag(d) (k D): rows 16(w % 4) … + 15, half w / 4
+    const float* ki = reinterpret_cast<const float*>(at_buf(b, L.ki));
+    const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
+    // dVn = Aᵀ dO + diag(d) (k D), d_i = e^{G_C − G_i}/‖k_i‖: rows 16(w % 4) … + 15, half w / 4; its
+    // products are issued first, the per-record work below fills their latency, the epilogue follows
+    const int i0 = 16 * (warp & 3), hh = warp >> 2;
+    float a1[4] = {0.f, 0.f, 0.f, 0.f}, a2[4] = {0.f, 0.f, 0.f, 0.f};
+    if (warp < 8) {
       const auto* As = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.As));
-      const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
       const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
-      const int i0 = 16 * (warp & 3), hh = warp >> 2;
-      float a1[4] = {0.f, 0.f, 0.f, 0.f}, a2[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int k0 = 0; k0 < C; k0 += 32) {  // Aᵀ(i, t) = A[t][i] by ldmatrix.trans (as qᵀ below), two k-steps
         unsigned ah[2][4], bo[2][2];
@@ -996,17 +982,37 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
         const unsigned bh[2] = {ld32(Dh + j * lb + k0 + t2), ld32(Dh + j * lb + k0 + t2 + 8)};
         mma_bf16_16816(a2, ka, bh);
       }
+    }
+    {  // per record i (NQ threads, CQ columns each): s_i; the dO row to dO32 (fp32) and diag(s) dO in bf16
+       // into Sh (transposed), read by the update after (Y)
+      const int i = tid % C, q0 = (tid / C) * CQ;
+      const chunk_record& r = recs_of(b)[i];
+      const float* qi = reinterpret_cast<const float*>(at_buf(b, L.qi));
+      const float si = r.r * __expf(Gc[i]) * qi[i];
+      float x[CQ];
+#pragma unroll
+      for (int jj = 0; jj < CQ; ++jj) x[jj] = __bfloat162float(dO[i * ls16 + q0 + jj]);
+      float* d32 = p.dO32 + o.cv + static_cast<index_t>(i) * V + j0 + q0;
+      if constexpr (CQ == 4) *reinterpret_cast<float4*>(d32) = make_float4(x[0], x[1], x[2], x[3]);
+      else *reinterpret_cast<float2*>(d32) = make_float2(x[0], x[1]);
+#pragma unroll
+      for (int jj = 0; jj < CQ; ++jj) store_bf16(si * x[jj], Sh, (q0 + jj) * lc16 + i);
+    }
+    if (warp < 8) {  // dVn's epilogue: to dVn (fp32) and −dVn in bf16 into Nh (transposed)
 #pragma unroll
       for (int e2 = 0; e2 < 2; ++e2) {
         const int i = i0 + g + 8 * e2, j = 8 * hh + t2;
-        const float di = dvec[i];
+        const float di = __expf(Gc[C - 1] - Gc[i]) * ki[i];
         const float x0 = fmaf(di, a2[2 * e2], a1[2 * e2]), x1 = fmaf(di, a2[2 * e2 + 1], a1[2 * e2 + 1]);
         *reinterpret_cast<float2*>(p.dVn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
         store_bf16(-x0, Nh, j * lc16 + i);
         store_bf16(-x1, Nh, (j + 1) * lc16 + i);
       }
     }
-    __syncthreads();  // (C) −dVn complete
+    __syncthreads();  // (Y) −dVn and diag(s) dO complete; the records of chunk c − AH stored
+    if (c - AH >= c0) issue(c - AH, bn);
+    else cp_async_commit();
+    if (c - AH - 1 >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c - AH - 1) * C + tid];
     if (ownD) {  // D ← e^{G_C} D + qᵀ (diag(s) dO) − Wᵀ dVn on the warp's tile
       const float eg = __expf(Gc[C - 1]);
       const auto* Ws = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Ws));
@@ -1041,6 +1047,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
         }
       }
     }
+    if (c > c0) store_d(c - 1);  // D_{c−1}: visible to the dVn phase after (X)
     b = b == NB - 1 ? 0 : b + 1;
   }
   if (p.dh0 && ownD) {
