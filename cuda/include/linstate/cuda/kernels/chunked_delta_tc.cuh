@@ -1076,7 +1076,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
 
 struct delta_tc_hstate_smem {
   std::size_t Ws, Ub, Kr, G, ki, per;  // one chunk's buffer (dtc_scan_stages of them)
-  std::size_t Sh, Yh, dv, bytes;       // single: −S and diag(d) Vn in bf16 (transposed), d
+  std::size_t Sh, Yh, bytes;           // single: −S and diag(d) Vn in bf16 (transposed)
   __host__ __device__ explicit delta_tc_hstate_smem(int K) {
     using namespace dtc_detail;
     const std::size_t C = chunk_len;
@@ -1089,8 +1089,8 @@ struct delta_tc_hstate_smem {
     per = ki + up128(C * sizeof(float));
     const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * lbs * sizeof(dtc_bf16));
     const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
-    Sh = dtc_scan_stages * per, Yh = Sh + tk, dv = Yh + tc;
-    bytes = dv + up128(C * sizeof(float));
+    Sh = dtc_scan_stages * per, Yh = Sh + tk;
+    bytes = Yh + tc;
   }
 };
 
@@ -1123,7 +1123,6 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   auto at_buf = [&](int b, std::size_t off) { return smem_raw + static_cast<std::size_t>(b) * L.per + off; };
   auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lb]  −S (bf16), transposed
   auto* Yh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Yh);  // [16][lc16] diag(d) Vn (bf16), transposed
-  float* dvec = reinterpret_cast<float*>(smem_raw + L.dv);  // [C] d
   // no record table: the prep's bf16 copies of W and of the k rows (gathered and zeroed there) are [C][K]
   const row_copy<NW * 32, chunk_max_k / 8, lbs> mw(tid, K);  // as the reverse scan's
   const copy_map mu(TS / 4, tid, nt);
@@ -1157,38 +1156,42 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
       const int a = 16 * tS + g + 8 * (e >> 1), j = 8 * (hS + x) + t2 + (e & 1);
       Sr[x][e] = (ownS && p.state_in) ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
     }
-  // the ring (as the reverse scan's, forward in c): chunk c0 + n in buffer n % NB, issued at barrier (B)
-  // of chunk c − AH, one commit group per chunk (an empty one past the last)
+  // the ring (as the reverse scan's, forward in c): chunk c0 + n in buffer n % NB, issued right after
+  // barrier (X) of chunk c − AH, one commit group per chunk (an empty one past the last). Two barriers per
+  // chunk (since session 28; three before, S's stores and d between two of them): (X) → Vn → (Y) → S's
+  // update and the stores of the S it forms → (X).
   constexpr int NB = dtc_scan_stages, AH = NB - 1;
+  // S entering chunk c (in Sr): to hbuf, and −S in bf16 into Sh (transposed), which only the Vn phase
+  // reads (between (X) and (Y)), so S_{c+1} goes there right after the update that forms it
+  auto store_s = [&](index_t c) {
+    if (!ownS) return;
+    const at_chunk o(c, hv, HV, K, V);
+#pragma unroll
+    for (int x = 0; x < HH; ++x)
+#pragma unroll
+      for (int e2 = 0; e2 < 2; ++e2) {
+        const int a = 16 * tS + g + 8 * e2, j = 8 * (hS + x) + t2;
+        const float x0 = Sr[x][2 * e2], x1 = Sr[x][2 * e2 + 1];
+        *reinterpret_cast<float2*>(p.hbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
+        store_bf16(-x0, Sh, j * lb + a);
+        store_bf16(-x1, Sh, (j + 1) * lb + a);
+      }
+  };
 #pragma unroll
   for (int n = 0; n < AH; ++n) {
     if (c0 + n < c1) issue(c0 + n, n);
     else cp_async_commit();
   }
+  if (c0 < c1) store_s(c0);
   int b = 0;  // chunk c's buffer
   for (index_t c = c0; c < c1; ++c) {
-    const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c + AH's: chunk c − 1's, which every thread is done with after (A)
+    const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c + AH's: chunk c − 1's, which every thread is done with after (X)
     const at_chunk o(c, hv, HV, K, V);
     cp_async_wait_group<NB - 2>();
-    __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
-    const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
-    // S entering this chunk: to hbuf, and −S in bf16 into Sh (transposed)
-    if (ownS) {
-#pragma unroll
-      for (int x = 0; x < HH; ++x)
-#pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int a = 16 * tS + g + 8 * e2, j = 8 * (hS + x) + t2;
-          const float x0 = Sr[x][2 * e2], x1 = Sr[x][2 * e2 + 1];
-          *reinterpret_cast<float2*>(p.hbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
-          store_bf16(-x0, Sh, j * lb + a);
-          store_bf16(-x1, Sh, (j + 1) * lb + a);
-        }
-    }
-    if (tid < C) dvec[tid] = __expf(Gc[C - 1] - Gc[tid]) * reinterpret_cast<const float*>(at_buf(b, L.ki))[tid];
-    __syncthreads();  // (B) Sh, d ready
+    __syncthreads();  // (X) chunk c's tiles landed; Sh holds −S_c; every thread is done with chunk c − 1
     if (c + AH < c1) issue(c + AH, bn);
     else cp_async_commit();
+    const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
     if (warp < 8) {  // Vn = U − W S: rows 16(w % 4) … + 15, half w / 4
       const auto* Ws = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Ws));
       const auto* Ub = reinterpret_cast<const float*>(at_buf(b, L.Ub));
@@ -1203,16 +1206,18 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
         const unsigned bh[2] = {ld32(Sh + j * lb + k0 + t2), ld32(Sh + j * lb + k0 + t2 + 8)};
         mma_bf16_16816(acc, wh, bh);
       }
+      const float* ki = reinterpret_cast<const float*>(at_buf(b, L.ki));
 #pragma unroll
       for (int e2 = 0; e2 < 2; ++e2) {
         const int i = i0 + g + 8 * e2, j = 8 * hh + t2;
-        const float di = dvec[i], x0 = acc[2 * e2], x1 = acc[2 * e2 + 1];
+        const float di = __expf(Gc[C - 1] - Gc[i]) * ki[i];  // d_i = e^{G_C − G_i}/‖k_i‖
+        const float x0 = acc[2 * e2], x1 = acc[2 * e2 + 1];
         *reinterpret_cast<float2*>(p.Vn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
         store_bf16(di * x0, Yh, j * lc16 + i);
         store_bf16(di * x1, Yh, (j + 1) * lc16 + i);
       }
     }
-    __syncthreads();  // (C) diag(d) Vn complete
+    __syncthreads();  // (Y) diag(d) Vn complete
     if (ownS) {  // S ← e^{G_C} S + kᵀ (diag(d) Vn) on the warp's tile
       const float eg = __expf(Gc[C - 1]);
       const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
@@ -1234,6 +1239,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
         }
       }
     }
+    if (c + 1 < c1) store_s(c + 1);  // S_{c+1}: visible to the Vn phase after (X)
     b = b == NB - 1 ? 0 : b + 1;
   }
   if (p.state_out && ownS) {
