@@ -801,6 +801,25 @@ struct row_copy {
     for (int n = 0; n < NR; ++n) cp_async16_at(d + static_cast<unsigned>(n * RS * P * sizeof(dtc_bf16)), g + n * gs);
   }
 };
+
+//! A backward scan's state tile in accumulator fragments (the warp's row tile t of K, 8-column halves
+//! h0 … h0 + HH − 1; lane: g = lane / 4, t2 = 2 (lane % 4)) to `to` (fp32 [K, V], the tile's first column
+//! at `to`), and as NEG ? −X : X in bf16 into `sm` (transposed, [16][lbs]), which the scan's next matrix
+//! product reads.
+template <bool NEG, int HH>
+__device__ __forceinline__ void store_scan_state(const float (&X)[HH][4], float* to, int V, dtc_bf16* sm, int t, int h0, int g,
+                                                 int t2) {
+#pragma unroll
+  for (int x = 0; x < HH; ++x)
+#pragma unroll
+    for (int e2 = 0; e2 < 2; ++e2) {
+      const int a = 16 * t + g + 8 * e2, j = 8 * (h0 + x) + t2;
+      const float x0 = X[x][2 * e2], x1 = X[x][2 * e2 + 1];
+      *reinterpret_cast<float2*>(to + static_cast<index_t>(a) * V + j) = make_float2(x0, x1);
+      store_bf16(NEG ? -x0 : x0, sm, j * lbs + a);
+      store_bf16(NEG ? -x1 : x1, sm, (j + 1) * lbs + a);
+    }
+}
 }  // namespace dtc_detail
 
 struct delta_tc_rscan_smem {
@@ -921,18 +940,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   // D_c (∂L/∂S' of chunk c, in Dr): to dbuf, and in bf16 into Dh (transposed) for k D. Dh is read only by
   // the dVn phase, between barriers (X) and (Y), so D_{c−1} goes there right after the update that forms it.
   auto store_d = [&](index_t c) {
-    if (!ownD) return;
-    const at_chunk o(c, hv, HV, K, V);
-#pragma unroll
-    for (int x = 0; x < HH; ++x)
-#pragma unroll
-      for (int e2 = 0; e2 < 2; ++e2) {
-        const int a = 16 * tD + g + 8 * e2, j = 8 * (hD + x) + t2;
-        const float x0 = Dr[x][2 * e2], x1 = Dr[x][2 * e2 + 1];
-        *reinterpret_cast<float2*>(p.dbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
-        store_bf16(x0, Dh, j * lb + a);
-        store_bf16(x1, Dh, (j + 1) * lb + a);
-      }
+    if (ownD) store_scan_state<false>(Dr, p.dbuf + at_chunk(c, hv, HV, K, V).kv + j0, V, Dh, tD, hD, g, t2);
   };
   int tok_ahead = -1;
   if (c0 < c1) store_d(c1 - 1);
@@ -1164,18 +1172,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   // S entering chunk c (in Sr): to hbuf, and −S in bf16 into Sh (transposed), which only the Vn phase
   // reads (between (X) and (Y)), so S_{c+1} goes there right after the update that forms it
   auto store_s = [&](index_t c) {
-    if (!ownS) return;
-    const at_chunk o(c, hv, HV, K, V);
-#pragma unroll
-    for (int x = 0; x < HH; ++x)
-#pragma unroll
-      for (int e2 = 0; e2 < 2; ++e2) {
-        const int a = 16 * tS + g + 8 * e2, j = 8 * (hS + x) + t2;
-        const float x0 = Sr[x][2 * e2], x1 = Sr[x][2 * e2 + 1];
-        *reinterpret_cast<float2*>(p.hbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
-        store_bf16(-x0, Sh, j * lb + a);
-        store_bf16(-x1, Sh, (j + 1) * lb + a);
-      }
+    if (ownS) store_scan_state<true>(Sr, p.hbuf + at_chunk(c, hv, HV, K, V).kv + j0, V, Sh, tS, hS, g, t2);
   };
 #pragma unroll
   for (int n = 0; n < AH; ++n) {
