@@ -8,6 +8,10 @@
 // scan), below the forward's kernels. The two read
 // only the prep's buffers, so where both grids fit on the GPU at once they run side by side on two
 // streams (detail/side_stream.cuh; GDN at B = 1, H = 8: forward + backward 12.0 → 9.7 ms at T = 32768).
+// Where they do, the gradient kernels' dO role (dA = dO Vnᵀ, dQg = dO Sᵀ: chunked_delta.cuh,
+// delta_grad_products_kernel) follows the states' pass on the side stream, gathering dO itself, so it
+// runs while the reverse scan finishes (which then writes no dO32): session 25's branch s25-dA-beside,
+// since session 29 only where the scans run side by side.
 //
 // Per chunk of C = 64 records with entering state S [K,V] (chunked_delta.cuh's header):
 //   T = (I + L)⁻¹,  L = strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ)            (1)
@@ -56,6 +60,7 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -1000,9 +1005,11 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
       float x[CQ];
 #pragma unroll
       for (int jj = 0; jj < CQ; ++jj) x[jj] = __bfloat162float(dO[i * ls16 + q0 + jj]);
-      float* d32 = p.dO32 + o.cv + static_cast<index_t>(i) * V + j0 + q0;
-      if constexpr (CQ == 4) *reinterpret_cast<float4*>(d32) = make_float4(x[0], x[1], x[2], x[3]);
-      else *reinterpret_cast<float2*>(d32) = make_float2(x[0], x[1]);
+      if (!p.dO32_by_grad) {  // (else the gradient kernels' dO role gathers dO32 itself)
+        float* d32 = p.dO32 + o.cv + static_cast<index_t>(i) * V + j0 + q0;
+        if constexpr (CQ == 4) *reinterpret_cast<float4*>(d32) = make_float4(x[0], x[1], x[2], x[3]);
+        else *reinterpret_cast<float2*>(d32) = make_float2(x[0], x[1]);
+      }
 #pragma unroll
       for (int jj = 0; jj < CQ; ++jj) store_bf16(si * x[jj], Sh, (q0 + jj) * lc16 + i);
     }
@@ -1389,9 +1396,11 @@ bool delta_tc_rscan_supported(const delta_params<Dev>& p) {
 inline int delta_tc_bscan_warps = 8;
 
 //! The states entering each chunk and the reverse scan at NW warps per block, side by side where both
-//! grids fit (p: the backward's parameters; fwd: the same without state_out).
+//! grids fit (p: the backward's parameters; fwd: the same without state_out); there the gradient
+//! kernels' dO role (enqueue_delta_dO_role) follows the states' pass on the side stream, beside the
+//! reverse scan, which then leaves dO32 to it. Returns whether the dO role ran.
 template <int NW, class Dev>
-void enqueue_delta_tc_bscans(const delta_params<Dev>& p, const delta_params<Dev>& fwd, cudaStream_t stream, const char* api) {
+bool enqueue_delta_tc_bscans(const delta_params<Dev>& p, const delta_params<Dev>& fwd, cudaStream_t stream, const char* api) {
   static const bool once = [api] {
     check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_rscan_kernel<Dev, NW>),
                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(delta_tc_rscan_smem(chunk_max_k).bytes)),
@@ -1410,9 +1419,29 @@ void enqueue_delta_tc_bscans(const delta_params<Dev>& p, const delta_params<Dev>
   if (delta_passes_side_by_side(static_cast<index_t>(grid.x) * grid.y * grid.z, api)) f.emplace(stream, api);
   delta_tc_hstate_kernel<Dev, NW><<<grid, NW * 32, delta_tc_hstate_smem(p.K).bytes, f ? f->side() : stream>>>(fwd);
   check_launch("delta_tc_hstate_kernel", api);
-  delta_tc_rscan_kernel<Dev, NW><<<grid, NW * 32, delta_tc_rscan_smem(p.K).bytes, stream>>>(p);
+  // side by side: the gradient kernels' dO role (dA = dO Vnᵀ, dQg = dO Sᵀ; S and Vn from the states'
+  // pass, dO gathered by the role itself) after the states' pass on the side stream, on the SMs it
+  // leaves while the reverse scan runs (H200, GDN at T = 32768: forward + backward 5.53 → 5.48 ms,
+  // session 27). Not where the scans run one after the other: there its own launch after them cost
+  // SSE-GDN n4k1s 3.6 % (12.06 against 11.64 ms), and it stays the third role of kernel 5a's launch.
+  delta_params<Dev> r = p;
+  r.dO32_by_grad = f.has_value();
+  if (f) {
+    // its blocks ask for enough shared memory that none shares an SM with a reverse-scan block (whose
+    // chunk-to-chunk latency is the backward's critical path), where the two would fit together
+    int per_sm = 0, dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice", api);
+    check(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev),
+          "cudaDeviceGetAttribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor)", api);
+    const std::size_t own = delta_gprod_smem(p.K).bytes, scan = delta_tc_rscan_smem(p.K).bytes, reserved = 1024;
+    const std::size_t apart =
+        static_cast<std::size_t>(per_sm) > scan + 2 * reserved ? static_cast<std::size_t>(per_sm) - scan - 2 * reserved + 16 : 0;
+    enqueue_delta_dO_role(r, std::max(own, std::min(apart, delta_gprod_smem_ceiling)), f->side(), api);
+  }
+  delta_tc_rscan_kernel<Dev, NW><<<grid, NW * 32, delta_tc_rscan_smem(p.K).bytes, stream>>>(r);
   check_launch("delta_tc_rscan_kernel", api);
   if (f) f->join();
+  return r.dO32_by_grad;
 }
 
 //! The chunked delta-rule backward: the recomputation (delta_prep_kernel, then the entering states),
@@ -1426,9 +1455,9 @@ void enqueue_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, con
       delta_params<Dev> fwd = p;
       fwd.state_out = nullptr, fwd.in_place = false;
       enqueue_delta_prep<D>(fwd, stream, api);
-      if (delta_tc_bscan_warps == 16) enqueue_delta_tc_bscans<16>(p, fwd, stream, api);
-      else enqueue_delta_tc_bscans<8>(p, fwd, stream, api);
-      enqueue_delta_grad<D>(p, stream, api);
+      const bool dO_role_done =
+          delta_tc_bscan_warps == 16 ? enqueue_delta_tc_bscans<16>(p, fwd, stream, api) : enqueue_delta_tc_bscans<8>(p, fwd, stream, api);
+      enqueue_delta_grad<D>(p, stream, api, dO_role_done);
       return;
     }
   }
