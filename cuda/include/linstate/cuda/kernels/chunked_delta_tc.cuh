@@ -807,6 +807,23 @@ struct row_copy {
   }
 };
 
+//! at_chunk's offsets one chunk apart (the same value head): a scan moves an at_chunk from chunk to
+//! chunk by them (moved), a 64-bit add per offset it uses, instead of forming it (multiplications) anew
+//! for every chunk.
+struct chunk_step {
+  index_t ck, cv, cc, c, kv;
+  __device__ chunk_step(int HV, int K, int V) {
+    const index_t u = HV;
+    ck = u * chunk_len * K, cv = u * chunk_len * V, cc = u * chunk_len * chunk_len, c = u * chunk_len;
+    kv = u * static_cast<index_t>(K) * V;
+  }
+};
+//! o moved n chunks (o's chunk + n).
+__device__ __forceinline__ delta_detail::at_chunk moved(delta_detail::at_chunk o, const chunk_step& s, int n) {
+  o.ck += n * s.ck, o.cv += n * s.cv, o.cc += n * s.cc, o.c += n * s.c, o.kv += n * s.kv;
+  return o;
+}
+
 //! A backward scan's state tile in accumulator fragments (the warp's row tile t of K, 8-column halves
 //! h0 … h0 + HH − 1; lane: g = lane / 4, t2 = 2 (lane % 4)) to `to` (fp32 [K, V], the tile's first column
 //! at `to`), and as NEG ? −X : X in bf16 into `sm` (transposed, [16][lbs]), which the scan's next matrix
@@ -824,6 +841,35 @@ __device__ __forceinline__ void store_scan_state(const float (&X)[HH][4], float*
       store_bf16(NEG ? -x0 : x0, sm, j * lbs + a);
       store_bf16(NEG ? -x1 : x1, sm, (j + 1) * lbs + a);
     }
+}
+
+//! acc (one warp's 16 × 8 accumulator tile: rows i0 …, columns 8 hh …) += X Yᵀ over the K columns of
+//! both: X [C][lbs] bf16 rows (A fragments by ldmatrix), Y [16][lbs] bf16 (B fragments: Y's rows 8 hh …
+//! are the tile's columns). The reverse scan's k D (Y = Dh) and the states' pass's W S (Y = Sh, −S).
+//! Two k-steps' B fragments by one ldmatrix (matrix m of lane l: Y's row 8 hh + l % 8, columns
+//! k0 + 8m …, which are B's registers b0, b1 of step k0 and b0, b1 of step k0 + 16), one k-step at a
+//! time with two 32-bit loads where K leaves a single one at the end; the k-steps in order.
+__device__ __forceinline__ void kd_product(float (&acc)[4], const dtc_bf16* X, const dtc_bf16* Y, int i0, int hh, int K, int lane) {
+  using x3_detail::mma_bf16_16816;
+  const dtc_bf16* xrow = X + (i0 + (lane & 15)) * lbs + 8 * (lane >> 4);  // rows i0 + g (+ 8), columns + t2 (+ 8)
+  const dtc_bf16* yrow = Y + (8 * hh + (lane & 7)) * lbs + 8 * (lane >> 3);
+  int k0 = 0;
+  for (; k0 + 32 <= K; k0 += 32) {
+    unsigned xa[4], xb[4], yb[2][2];
+    ldsm_x4(xa, xrow + k0);
+    ldsm_x4(xb, xrow + k0 + 16);
+    ldsm_x4(as4(yb), yrow + k0);
+    mma_bf16_16816(acc, xa, yb[0]);
+    mma_bf16_16816(acc, xb, yb[1]);
+  }
+  if (k0 < K) {
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+    unsigned xa[4];
+    ldsm_x4(xa, xrow + k0);
+    const dtc_bf16* y = Y + (8 * hh + g) * lbs + k0 + t2;
+    const unsigned yb[2] = {ld32(y), ld32(y + 8)};
+    mma_bf16_16816(acc, xa, yb);
+  }
 }
 }  // namespace dtc_detail
 
@@ -857,8 +903,9 @@ struct delta_tc_rscan_smem {
 //! Warp map (the same accumulators, each summed in the same order, at either NW: the same bits):
 //! the D update gives warp w row tile w % 8 of K and 16/NW of the tile's two 8-column halves
 //! (from (w / 8)·16/NW); dVn gives warps 0–7 one (16-row tile w % 4, half w / 4) each; the
-//! per-record dO work takes NW·32/64 threads per record, 16/(NW·32/64) columns each.
-template <class Dev, int NW>
+//! per-record dO work takes NW·32/64 threads per record, 16/(NW·32/64) columns each. FK: K is
+//! chunk_max_k (p.K must be), a compile-time constant (the K-long loops unrolled whole); the same bits.
+template <class Dev, int NW, bool FK = false>
 __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_params<Dev> p) {
   static_assert(std::is_same_v<Dev, dtc_bf16>, "linstate (cuda): the tensor-core delta kernels take bf16");
   static_assert((NW == 8 || NW == 16) && dtc_scan_tile == 16 && chunk_len == 64 && chunk_max_k == 128,
@@ -870,7 +917,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   constexpr int HH = 16 / NW;             // 8-column halves per warp in the D update (2 or 1)
   constexpr int NQ = NW * 32 / C, CQ = TS / NQ;  // dO rows: NQ threads per record, CQ columns each
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, nkt = K / 16;
+  const int K = FK ? chunk_max_k : p.K, V = p.V, HV = p.HV, nkt = K / 16;
   constexpr int lb = lbs;
   const delta_tc_rscan_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
@@ -897,8 +944,9 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   const row_copy<NW * 32, C / 8, lc16> ma(tid, C);
   const copy_map mo(TS / 8, tid, nt);
   const unsigned sbuf = smem_addr(smem_raw);
-  auto issue = [&](index_t c, int b) {
-    const at_chunk o(c, hv, HV, K, V);
+  const chunk_step step(HV, K, V);
+  // chunk c's tiles (o: its offsets) into buffer b
+  auto issue = [&](const at_chunk& o, int b) {
     const chunk_record* rc = recs_of(b);
     auto* dO = reinterpret_cast<dtc_bf16*>(at_buf(b, L.dO));
     const uint4 z{0u, 0u, 0u, 0u};
@@ -944,11 +992,13 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   constexpr int NB = dtc_scan_stages, AH = NB - 1;  // buffers; chunks issued ahead
   // D_c (∂L/∂S' of chunk c, in Dr): to dbuf, and in bf16 into Dh (transposed) for k D. Dh is read only by
   // the dVn phase, between barriers (X) and (Y), so D_{c−1} goes there right after the update that forms it.
-  auto store_d = [&](index_t c) {
-    if (ownD) store_scan_state<false>(Dr, p.dbuf + at_chunk(c, hv, HV, K, V).kv + j0, V, Dh, tD, hD, g, t2);
+  auto store_d = [&](index_t kv) {
+    if (ownD) store_scan_state<false>(Dr, p.dbuf + kv + j0, V, Dh, tD, hD, g, t2);
   };
+  // chunk c's offsets (o, moved a chunk back per step) and those of chunk c − AH (oa), whose tiles the step issues
+  at_chunk o(c1 - 1, hv, HV, K, V);
   int tok_ahead = -1;
-  if (c0 < c1) store_d(c1 - 1);
+  if (c0 < c1) store_d(o.kv);
 #pragma unroll
   for (int n = 0; n < AH; ++n)
     if (c1 - 1 - n >= c0) load_records(p, c1 - 1 - n, at, h, hv, recs_of(n));
@@ -956,13 +1006,13 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   __syncthreads();
 #pragma unroll
   for (int n = 0; n < AH; ++n) {
-    if (c1 - 1 - n >= c0) issue(c1 - 1 - n, n);
+    if (c1 - 1 - n >= c0) issue(moved(o, step, -n), n);
     else cp_async_commit();
   }
   int b = 0;  // chunk c's buffer
+  at_chunk oa = moved(o, step, -AH);
   for (index_t c = c1 - 1; c >= c0; --c) {
     const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c − AH's: chunk c + 1's, which every thread is done with after (X)
-    const at_chunk o(c, hv, HV, K, V);
     cp_async_wait_group<NB - 2>();
     __syncthreads();  // (X) chunk c's tiles landed; Dh holds D_c; every thread is done with chunk c + 1
     if (c - AH >= c0 && tid < C) recs_of(bn)[tid] = record_of(p, tok_ahead, at, h, hv);  // chunk c − AH's
@@ -988,13 +1038,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
         mma_bf16_16816(a1, ah[0], bo[0]);
         mma_bf16_16816(a1, ah[1], bo[1]);
       }
-      for (int k0 = 0; k0 < K; k0 += 16) {  // k D
-        unsigned ka[4];  // rows i0 + g (+ 8), columns k0 + t2 (+ 8) by ldmatrix
-        ldsm_x4(ka, Kr + (i0 + (lane & 15)) * lb + k0 + 8 * (lane >> 4));
-        const int j = 8 * hh + g;
-        const unsigned bh[2] = {ld32(Dh + j * lb + k0 + t2), ld32(Dh + j * lb + k0 + t2 + 8)};
-        mma_bf16_16816(a2, ka, bh);
-      }
+      kd_product(a2, Kr, Dh, i0, hh, K, lane);  // k D
     }
     {  // per record i (NQ threads, CQ columns each): s_i; the dO row to dO32 (fp32) and diag(s) dO in bf16
        // into Sh (transposed), read by the update after (Y)
@@ -1025,7 +1069,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
       }
     }
     __syncthreads();  // (Y) −dVn and diag(s) dO complete; the records of chunk c − AH stored
-    if (c - AH >= c0) issue(c - AH, bn);
+    if (c - AH >= c0) issue(oa, bn);
     else cp_async_commit();
     if (c - AH - 1 >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c - AH - 1) * C + tid];
     if (ownD) {  // D ← e^{G_C} D + qᵀ (diag(s) dO) − Wᵀ dVn on the warp's tile
@@ -1062,7 +1106,8 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
         }
       }
     }
-    if (c > c0) store_d(c - 1);  // D_{c−1}: visible to the dVn phase after (X)
+    o = moved(o, step, -1), oa = moved(oa, step, -1);
+    if (c > c0) store_d(o.kv);  // D_{c−1}: visible to the dVn phase after (X)
     b = b == NB - 1 ? 0 : b + 1;
   }
   if (p.dh0 && ownD) {
@@ -1110,8 +1155,8 @@ struct delta_tc_hstate_smem {
 };
 
 //! grid (V / 16, HV, S·P), NW · 32 threads (NW = 8 or 16 warps; the warp map of delta_tc_rscan_kernel:
-//! the S update as its D update, Vn as its dVn).
-template <class Dev, int NW>
+//! the S update as its D update, Vn as its dVn; FK as the reverse scan's).
+template <class Dev, int NW, bool FK = false>
 __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_params<Dev> p) {
   static_assert(std::is_same_v<Dev, dtc_bf16>, "linstate (cuda): the tensor-core delta kernels take bf16");
   static_assert((NW == 8 || NW == 16) && dtc_scan_tile == 16 && chunk_len == 64 && chunk_max_k == 128,
@@ -1122,7 +1167,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   constexpr int C = chunk_len, TS = dtc_scan_tile;
   constexpr int HH = 16 / NW;  // 8-column halves per warp in the S update (2 or 1)
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, nkt = K / 16;
+  const int K = FK ? chunk_max_k : p.K, V = p.V, HV = p.HV, nkt = K / 16;
   constexpr int lb = lbs;
   const delta_tc_hstate_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
@@ -1142,8 +1187,9 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   const row_copy<NW * 32, chunk_max_k / 8, lbs> mw(tid, K);  // as the reverse scan's
   const copy_map mu(TS / 4, tid, nt);
   const unsigned sbuf = smem_addr(smem_raw);
-  auto issue = [&](index_t c, int b) {
-    const at_chunk o(c, hv, HV, K, V);
+  const chunk_step step(HV, K, V);
+  // chunk c's tiles (o: its offsets) into buffer b
+  auto issue = [&](const at_chunk& o, int b) {
     auto* Ub = reinterpret_cast<float*>(at_buf(b, L.Ub));
     {
       const unsigned sb = sbuf + static_cast<unsigned>(static_cast<std::size_t>(b) * L.per);
@@ -1178,22 +1224,24 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   constexpr int NB = dtc_scan_stages, AH = NB - 1;
   // S entering chunk c (in Sr): to hbuf, and −S in bf16 into Sh (transposed), which only the Vn phase
   // reads (between (X) and (Y)), so S_{c+1} goes there right after the update that forms it
-  auto store_s = [&](index_t c) {
-    if (ownS) store_scan_state<true>(Sr, p.hbuf + at_chunk(c, hv, HV, K, V).kv + j0, V, Sh, tS, hS, g, t2);
+  auto store_s = [&](index_t kv) {
+    if (ownS) store_scan_state<true>(Sr, p.hbuf + kv + j0, V, Sh, tS, hS, g, t2);
   };
+  // chunk c's offsets (o, moved a chunk on per step) and those of chunk c + AH (oa), whose tiles the step issues
+  at_chunk o(c0, hv, HV, K, V);
 #pragma unroll
   for (int n = 0; n < AH; ++n) {
-    if (c0 + n < c1) issue(c0 + n, n);
+    if (c0 + n < c1) issue(moved(o, step, n), n);
     else cp_async_commit();
   }
-  if (c0 < c1) store_s(c0);
+  if (c0 < c1) store_s(o.kv);
   int b = 0;  // chunk c's buffer
+  at_chunk oa = moved(o, step, AH);
   for (index_t c = c0; c < c1; ++c) {
     const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c + AH's: chunk c − 1's, which every thread is done with after (X)
-    const at_chunk o(c, hv, HV, K, V);
     cp_async_wait_group<NB - 2>();
     __syncthreads();  // (X) chunk c's tiles landed; Sh holds −S_c; every thread is done with chunk c − 1
-    if (c + AH < c1) issue(c + AH, bn);
+    if (c + AH < c1) issue(oa, bn);
     else cp_async_commit();
     const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
     if (warp < 8) {  // Vn = U − W S: rows 16(w % 4) … + 15, half w / 4
@@ -1203,13 +1251,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
       float acc[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[e] = Ub[(i0 + g + 8 * (e >> 1)) * lst + 8 * hh + t2 + (e & 1)];
-      for (int k0 = 0; k0 < K; k0 += 16) {
-        unsigned wh[4];  // rows i0 + g (+ 8), columns k0 + t2 (+ 8) by ldmatrix
-        ldsm_x4(wh, Ws + (i0 + (lane & 15)) * lb + k0 + 8 * (lane >> 4));
-        const int j = 8 * hh + g;
-        const unsigned bh[2] = {ld32(Sh + j * lb + k0 + t2), ld32(Sh + j * lb + k0 + t2 + 8)};
-        mma_bf16_16816(acc, wh, bh);
-      }
+      kd_product(acc, Ws, Sh, i0, hh, K, lane);  // W (−S)
       const float* ki = reinterpret_cast<const float*>(at_buf(b, L.ki));
 #pragma unroll
       for (int e2 = 0; e2 < 2; ++e2) {
@@ -1235,15 +1277,19 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
         unsigned ka[4];  // kᵀ(a, i) = k[i][a]: rows a0 …, columns k0 … by ldmatrix.trans (matrix l / 8 of
                          // lane l: its row l % 8 of the 8 × 8 block at +8 records if bit 1, +8 keys if bit 0)
         ldsm_x4_trans(ka, Kr + (k0 + (lane & 7) + 8 * (lane >> 4)) * lb + a0 + 8 * ((lane >> 3) & 1));
-#pragma unroll
-        for (int x = 0; x < HH; ++x) {
-          const int j = 8 * (hS + x) + g, i = k0 + t2;
-          const unsigned yh[2] = {ld32(Yh + j * lc16 + i), ld32(Yh + j * lc16 + i + 8)};
-          mma_bf16_16816(Sr[x], ka, yh);
+        unsigned yh[HH][2];
+        if constexpr (HH == 2) {  // both halves' B fragments by one ldmatrix (as the reverse scan's Sh, Nh)
+          ldsm_x4(as4(yh), Yh + (8 * hS + (lane & 7) + 8 * (lane >> 4)) * lc16 + k0 + 8 * ((lane >> 3) & 1));
+        } else {
+          const int j = 8 * hS + g, i = k0 + t2;
+          yh[0][0] = ld32(Yh + j * lc16 + i), yh[0][1] = ld32(Yh + j * lc16 + i + 8);
         }
+#pragma unroll
+        for (int x = 0; x < HH; ++x) mma_bf16_16816(Sr[x], ka, yh[x]);
       }
     }
-    if (c + 1 < c1) store_s(c + 1);  // S_{c+1}: visible to the Vn phase after (X)
+    o = moved(o, step, 1), oa = moved(oa, step, 1);
+    if (c + 1 < c1) store_s(o.kv);  // S_{c+1}: visible to the Vn phase after (X)
     b = b == NB - 1 ? 0 : b + 1;
   }
   if (p.state_out && ownS) {
@@ -1398,14 +1444,15 @@ inline int delta_tc_bscan_warps = 8;
 //! The states entering each chunk and the reverse scan at NW warps per block, side by side where both
 //! grids fit (p: the backward's parameters; fwd: the same without state_out); there the gradient
 //! kernels' dO role (enqueue_delta_dO_role) follows the states' pass on the side stream, beside the
-//! reverse scan, which then leaves dO32 to it. Returns whether the dO role ran.
-template <int NW, class Dev>
+//! reverse scan, which then leaves dO32 to it. Returns whether the dO role ran. FK: K == chunk_max_k
+//! (the kernels' K a compile-time constant).
+template <int NW, bool FK, class Dev>
 bool enqueue_delta_tc_bscans(const delta_params<Dev>& p, const delta_params<Dev>& fwd, cudaStream_t stream, const char* api) {
   static const bool once = [api] {
-    check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_rscan_kernel<Dev, NW>),
+    check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_rscan_kernel<Dev, NW, FK>),
                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(delta_tc_rscan_smem(chunk_max_k).bytes)),
           "cudaFuncSetAttribute(delta_tc_rscan_kernel)", api);
-    check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_hstate_kernel<Dev, NW>),
+    check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_hstate_kernel<Dev, NW, FK>),
                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(delta_tc_hstate_smem(chunk_max_k).bytes)),
           "cudaFuncSetAttribute(delta_tc_hstate_kernel)", api);
     return true;
@@ -1417,7 +1464,7 @@ bool enqueue_delta_tc_bscans(const delta_params<Dev>& p, const delta_params<Dev>
   const dim3 grid(static_cast<unsigned>(p.V / dtc_scan_tile), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
   std::optional<side_stream::fork> f;
   if (delta_passes_side_by_side(static_cast<index_t>(grid.x) * grid.y * grid.z, api)) f.emplace(stream, api);
-  delta_tc_hstate_kernel<Dev, NW><<<grid, NW * 32, delta_tc_hstate_smem(p.K).bytes, f ? f->side() : stream>>>(fwd);
+  delta_tc_hstate_kernel<Dev, NW, FK><<<grid, NW * 32, delta_tc_hstate_smem(p.K).bytes, f ? f->side() : stream>>>(fwd);
   check_launch("delta_tc_hstate_kernel", api);
   // side by side: the gradient kernels' dO role (dA = dO Vnᵀ, dQg = dO Sᵀ; S and Vn from the states'
   // pass, dO gathered by the role itself) after the states' pass on the side stream, on the SMs it
@@ -1438,7 +1485,7 @@ bool enqueue_delta_tc_bscans(const delta_params<Dev>& p, const delta_params<Dev>
         static_cast<std::size_t>(per_sm) > scan + 2 * reserved ? static_cast<std::size_t>(per_sm) - scan - 2 * reserved + 16 : 0;
     enqueue_delta_dO_role(r, std::max(own, std::min(apart, delta_gprod_smem_ceiling)), f->side(), api);
   }
-  delta_tc_rscan_kernel<Dev, NW><<<grid, NW * 32, delta_tc_rscan_smem(p.K).bytes, stream>>>(r);
+  delta_tc_rscan_kernel<Dev, NW, FK><<<grid, NW * 32, delta_tc_rscan_smem(p.K).bytes, stream>>>(r);
   check_launch("delta_tc_rscan_kernel", api);
   if (f) f->join();
   return r.dO32_by_grad;
@@ -1455,8 +1502,10 @@ void enqueue_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, con
       delta_params<Dev> fwd = p;
       fwd.state_out = nullptr, fwd.in_place = false;
       enqueue_delta_prep<D>(fwd, stream, api);
-      const bool dO_role_done =
-          delta_tc_bscan_warps == 16 ? enqueue_delta_tc_bscans<16>(p, fwd, stream, api) : enqueue_delta_tc_bscans<8>(p, fwd, stream, api);
+      // at 8 warps the kernels for K = chunk_max_k (the common K = 128) with K a compile-time constant
+      const bool dO_role_done = delta_tc_bscan_warps == 16 ? enqueue_delta_tc_bscans<16, false>(p, fwd, stream, api)
+                                : p.K == chunk_max_k      ? enqueue_delta_tc_bscans<8, true>(p, fwd, stream, api)
+                                                          : enqueue_delta_tc_bscans<8, false>(p, fwd, stream, api);
       enqueue_delta_grad<D>(p, stream, api, dO_role_done);
       return;
     }
