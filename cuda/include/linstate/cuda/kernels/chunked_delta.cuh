@@ -126,6 +126,10 @@ struct delta_params : chunk_bwd_params<Dev> {
   __nv_bfloat16* Ah = nullptr;  // [chunks, HV, C, C]
   __nv_bfloat16* kh = nullptr;  // [chunks, HV, C, K]
   __nv_bfloat16* qh = nullptr;  // [chunks, HV, C, K]
+  // with them, the reverse scan's per-record values, so that it reads no record table: s_i = r_i e^{G_i}/‖q_i‖
+  // (the same product it formed from the record) and the flat token of a reading record's dO row (−1 else)
+  float* svec = nullptr;  // [chunks, HV, C]
+  int* dotok = nullptr;   // [chunks, HV, C]
   float* dbeta = nullptr;  // [tokens, HV, Rw]
   Dev* dbeta_out = nullptr;  // [tokens, HV]: the direct store of dbeta (one slot; as chunk_bwd_params::dq_out)
 };
@@ -143,7 +147,7 @@ inline std::size_t delta_chunk_floats(index_t K, index_t V, bool backward) {
   const std::size_t C = chunk_len, k = static_cast<std::size_t>(K), v = static_cast<std::size_t>(V);
   std::size_t f = 3 * C * k + 2 * C * v + 2 * C * C + 4 * C;
   if (backward) f += 2 * C * v + C * (3 * k + v + 2 * C);  // dO, dVn, the gradient kernels' workspace (delta_ws)
-  if (backward && delta_bf16_copies<Dev>) f += (3 * C * k + C * C) / 2;  // Wh, kh, qh [C,K] and Ah [C,C] in bf16 (C even)
+  if (backward && delta_bf16_copies<Dev>) f += (3 * C * k + C * C) / 2 + 2 * C;  // Wh, kh, qh [C,K] and Ah [C,C] in bf16 (C even); s, dO tokens [C]
   return f;
 }
 
@@ -161,6 +165,7 @@ void bind_delta_buffers(delta_params<Dev>& d, float* base, index_t chunks, index
   if (backward && delta_bf16_copies<Dev>) {
     auto take_h = [&](index_t n) { return reinterpret_cast<__nv_bfloat16*>(take(n / 2)); };  // n even
     d.Wh = take_h(C * K), d.kh = take_h(C * K), d.qh = take_h(C * K), d.Ah = take_h(C * C);
+    d.svec = take(C), d.dotok = reinterpret_cast<int*>(take(C));
   }
 }
 
@@ -648,7 +653,14 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
     }
   }
   __syncthreads();
-  if (tid < C) p.G[o.c + tid] = G[tid], p.b[o.c + tid] = b[tid];
+  if (tid < C) {
+    p.G[o.c + tid] = G[tid], p.b[o.c + tid] = b[tid];
+    if (p.svec) {  // the reverse scan's per-record values (delta_tc_rscan_kernel): s_i as it formed it, the dO row's token
+      const chunk_record& r = recs[tid];
+      p.svec[o.c + tid] = r.r * __expf(G[tid]) * p.qinv[o.c + tid];  // (1/‖q_i‖: this block's store, visible after the barrier)
+      p.dotok[o.c + tid] = r.rd ? r.tok : -1;
+    }
+  }
   // split rows: bf16 elements, pitch 2·lk
   const auto* Kh = reinterpret_cast<const __nv_bfloat16*>(Ks);
   const auto* Qh = reinterpret_cast<const __nv_bfloat16*>(Qs);

@@ -743,8 +743,9 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delt
 // delta_tc_bscan_warps; 4 before session 13: the per-chunk step is latency-bound, and more warps
 // shorten each warp's chain of products), D held in mma accumulator fragments for the whole stream
 // (warp w: row tile w % 8 of K, both 8-column halves at 8 warps, half w / 8 at 16), the next
-// chunk's W, A, q, k rows, dO tile and G, 1/‖k‖, 1/‖q‖ copied by cp.async (double buffered; only the
-// dO rows gathered through the record table) while this chunk computes. W, A and the q, k rows come
+// chunk's W, A, q, k rows, dO tile and G, 1/‖k‖, s copied by cp.async (a ring of three buffers since
+// session 28; the dO rows gathered by the tokens the prep wrote, dotok, and s_i = r_i e^{G_i}/‖q_i‖ the
+// prep's too, svec: since session 29 the pass reads no record table) while this chunk computes. W, A and the q, k rows come
 // from the bf16 copies delta_prep_kernel writes for this pass (delta_params::Wh, Ah, qh, kh: W and A
 // rounded there exactly as this kernel rounded its fp32 copies before, the raw rows gathered and
 // zeroed there), so every operand fragment is one ldmatrix (.trans for Aᵀ, Wᵀ, qᵀ and dO) and a chunk's
@@ -874,8 +875,8 @@ __device__ __forceinline__ void kd_product(float (&acc)[4], const dtc_bf16* X, c
 }  // namespace dtc_detail
 
 struct delta_tc_rscan_smem {
-  // one chunk's buffer (dtc_scan_stages of them): W, A, raw k and q rows, the dO tile, G, 1/‖k‖, 1/‖q‖, the records
-  std::size_t Ws, As, Kr, Qr, dO, G, ki, qi, recs, per;
+  // one chunk's buffer (dtc_scan_stages of them): W, A, raw k and q rows, the dO tile, G, 1/‖k‖, s
+  std::size_t Ws, As, Kr, Qr, dO, G, ki, sv, per;
   // single: D, diag(s) dO and −dVn in bf16 (transposed)
   std::size_t Dh, Sh, Nh, bytes;
   __host__ __device__ explicit delta_tc_rscan_smem(int K) {
@@ -889,9 +890,8 @@ struct delta_tc_rscan_smem {
     dO = Qr + up128(C * lbs * sizeof(dtc_bf16));
     G = dO + up128(C * ls16 * sizeof(dtc_bf16));
     ki = G + up128(C * sizeof(float));
-    qi = ki + up128(C * sizeof(float));
-    recs = qi + up128(C * sizeof(float));
-    per = recs + up128(C * sizeof(chunk_record));
+    sv = ki + up128(C * sizeof(float));
+    per = sv + up128(C * sizeof(float));
     const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * lbs * sizeof(dtc_bf16));
     const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
     Dh = dtc_scan_stages * per, Sh = Dh + tk, Nh = Sh + tc;
@@ -924,30 +924,29 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int tD = warp & 7, hD = (warp >> 3) * HH;  // D update: row tile tD of K, halves hD … hD + HH − 1
   const bool ownD = tD < nkt;
-  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
   const int part = seg / p.S, s = seg % p.S;
   const int j0 = static_cast<int>(blockIdx.x) * TS;
   const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
   auto at_buf = [&](int b, std::size_t off) { return smem_raw + static_cast<std::size_t>(b) * L.per + off; };
-  auto recs_of = [&](int b) { return reinterpret_cast<chunk_record*>(at_buf(b, L.recs)); };
   auto* Dh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Dh);  // [16][lb]  D (bf16), transposed
   auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lc16] diag(s) dO (bf16), transposed
   auto* Nh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Nh);  // [16][lc16] −dVn (bf16), transposed
-  chunk_where at{};
-  if (c0 < c1) at = locate_chunk(p, c0);  // one stream: the same for every chunk
-  // chunk c's tiles into buffer b (its records there already), one commit group; rows a record does
-  // not read / write are zeros (plain stores, visible after the barrier that follows the wait). Each
-  // thread copies the same columns of the same rows every chunk (copy_map, formed once: no division
-  // or row arithmetic per chunk, which before session 21 were a third of the kernel's instructions).
+  // chunk c's tiles into buffer b, one commit group; rows a record does not read are zeros (plain
+  // stores, visible after the barrier that follows the wait). Each thread copies the same columns of the
+  // same rows every chunk (copy_map, formed once: no division or row arithmetic per chunk, which before
+  // session 21 were a third of the kernel's instructions). No record table (since session 29): the prep
+  // wrote each record's s_i and its dO row's token (svec, dotok); a dO-copying thread holds its row's
+  // token of the chunk it issues next, loaded a step before (one row per thread: mo.rows ≥ C).
   const row_copy<NW * 32, chunk_max_k / 8, lbs> mw(tid, K);
   const row_copy<NW * 32, C / 8, lc16> ma(tid, C);
   const copy_map mo(TS / 8, tid, nt);
   const unsigned sbuf = smem_addr(smem_raw);
   const chunk_step step(HV, K, V);
-  // chunk c's tiles (o: its offsets) into buffer b
-  auto issue = [&](const at_chunk& o, int b) {
-    const chunk_record* rc = recs_of(b);
+  static_assert(TS / 8 * chunk_len <= NW * 32, "delta_tc_rscan_kernel: one dO row per copying thread");
+  // chunk c's tiles (o: its offsets; tok: the token of this thread's dO row mo.row0) into buffer b
+  auto issue = [&](const at_chunk& o, int tok, int b) {
     auto* dO = reinterpret_cast<dtc_bf16*>(at_buf(b, L.dO));
     const uint4 z{0u, 0u, 0u, 0u};
     {  // W, k and q rows: the prep's bf16 copies (k, q gathered and zeroed there), [C][K] each; A [C][C]
@@ -957,16 +956,15 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
       mw(sb + static_cast<unsigned>(L.Qr), p.qh + o.ck, K);
       ma(sb + static_cast<unsigned>(L.As), p.Ah + o.cc, C);
     }
-    for (int i = mo.row0; i < C; i += mo.rows) {
-      const chunk_record& r = rc[i];
-      const int jj = 8 * mo.col;
-      if (r.rd) cp_async16(dO + i * ls16 + jj, p.dO + r.hv * V + j0 + jj);
+    if (mo.row0 < C) {
+      const int i = mo.row0, jj = 8 * mo.col;
+      if (tok >= 0) cp_async16(dO + i * ls16 + jj, p.dO + (static_cast<index_t>(tok) * HV + hv) * V + j0 + jj);
       else *reinterpret_cast<uint4*>(dO + i * ls16 + jj) = z;
     }
     if (tid < 3 * (C / 4)) {
       const int v = tid / (C / 4), q4 = (tid % (C / 4)) * 4;
-      const float* from = v == 0 ? p.G : v == 1 ? p.kinv : p.qinv;
-      float* to = reinterpret_cast<float*>(at_buf(b, v == 0 ? L.G : v == 1 ? L.ki : L.qi));
+      const float* from = v == 0 ? p.G : v == 1 ? p.kinv : p.svec;
+      float* to = reinterpret_cast<float*>(at_buf(b, v == 0 ? L.G : v == 1 ? L.ki : L.sv));
       cp_async16(to + q4, from + o.c + q4);
     }
     cp_async_commit();
@@ -983,12 +981,9 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
     }
   // The ring: chunk c1 − 1 − n in buffer n % NB; chunk c's tiles are issued at barrier (Y) of chunk
   // c + NB − 1, one commit group per chunk (an empty one past c0), so that at chunk c the groups of the
-  // NB − 2 chunks after it in the order may still be in flight. Their records are formed and stored in
-  // the same step, after (X). Two barriers per chunk (since session 28; three before, the per-record
-  // work and D's stores between two of them): (X) → dVn and the per-record work → (Y) → D's update and
-  // the stores of the D it forms → (X). Threads [0, C) hold the record table's entry of the chunk after
-  // that one, loaded a step before its record is formed (only the one load, and nothing that waits for
-  // it until then: its latency lies under a whole chunk's work instead of between two barriers).
+  // NB − 2 chunks after it in the order may still be in flight. Two barriers per chunk (since session 28; three before, the per-record work and D's
+  // stores between two of them): (X) → dVn and the per-record work → (Y) → D's update and the stores of
+  // the D it forms → (X).
   constexpr int NB = dtc_scan_stages, AH = NB - 1;  // buffers; chunks issued ahead
   // D_c (∂L/∂S' of chunk c, in Dr): to dbuf, and in bf16 into Dh (transposed) for k D. Dh is read only by
   // the dVn phase, between barriers (X) and (Y), so D_{c−1} goes there right after the update that forms it.
@@ -997,25 +992,22 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   };
   // chunk c's offsets (o, moved a chunk back per step) and those of chunk c − AH (oa), whose tiles the step issues
   at_chunk o(c1 - 1, hv, HV, K, V);
-  int tok_ahead = -1;
+  const bool copies_do = mo.row0 < C;
+  auto token = [&](const at_chunk& x) { return p.dotok[x.c + mo.row0]; };  // this thread's dO row's token
   if (c0 < c1) store_d(o.kv);
 #pragma unroll
-  for (int n = 0; n < AH; ++n)
-    if (c1 - 1 - n >= c0) load_records(p, c1 - 1 - n, at, h, hv, recs_of(n));
-  if (c1 - 1 - AH >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c1 - 1 - AH) * C + tid];
-  __syncthreads();
-#pragma unroll
   for (int n = 0; n < AH; ++n) {
-    if (c1 - 1 - n >= c0) issue(moved(o, step, -n), n);
+    const at_chunk x = moved(o, step, -n);
+    if (c1 - 1 - n >= c0) issue(x, copies_do ? token(x) : -1, n);
     else cp_async_commit();
   }
   int b = 0;  // chunk c's buffer
   at_chunk oa = moved(o, step, -AH);
+  int tok_ahead = c1 - 1 - AH >= c0 && copies_do ? token(oa) : -1;  // chunk c − AH's, issued in the step of chunk c
   for (index_t c = c1 - 1; c >= c0; --c) {
     const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c − AH's: chunk c + 1's, which every thread is done with after (X)
     cp_async_wait_group<NB - 2>();
     __syncthreads();  // (X) chunk c's tiles landed; Dh holds D_c; every thread is done with chunk c + 1
-    if (c - AH >= c0 && tid < C) recs_of(bn)[tid] = record_of(p, tok_ahead, at, h, hv);  // chunk c − AH's
     const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
     const float* ki = reinterpret_cast<const float*>(at_buf(b, L.ki));
     const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
@@ -1043,9 +1035,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
     {  // per record i (NQ threads, CQ columns each): s_i; the dO row to dO32 (fp32) and diag(s) dO in bf16
        // into Sh (transposed), read by the update after (Y)
       const int i = tid % C, q0 = (tid / C) * CQ;
-      const chunk_record& r = recs_of(b)[i];
-      const float* qi = reinterpret_cast<const float*>(at_buf(b, L.qi));
-      const float si = r.r * __expf(Gc[i]) * qi[i];
+      const float si = reinterpret_cast<const float*>(at_buf(b, L.sv))[i];  // r_i e^{G_i}/‖q_i‖ (the prep's)
       float x[CQ];
 #pragma unroll
       for (int jj = 0; jj < CQ; ++jj) x[jj] = __bfloat162float(dO[i * ls16 + q0 + jj]);
@@ -1068,10 +1058,10 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
         store_bf16(-x1, Nh, (j + 1) * lc16 + i);
       }
     }
-    __syncthreads();  // (Y) −dVn and diag(s) dO complete; the records of chunk c − AH stored
-    if (c - AH >= c0) issue(oa, bn);
+    __syncthreads();  // (Y) −dVn and diag(s) dO complete
+    if (c - AH >= c0) issue(oa, tok_ahead, bn);
     else cp_async_commit();
-    if (c - AH - 1 >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c - AH - 1) * C + tid];
+    if (c - AH - 1 >= c0 && copies_do) tok_ahead = token(moved(oa, step, -1));  // the next step's
     if (ownD) {  // D ← e^{G_C} D + qᵀ (diag(s) dO) − Wᵀ dVn on the warp's tile
       const float eg = __expf(Gc[C - 1]);
       const auto* Ws = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Ws));
@@ -1433,7 +1423,7 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
 //! writes for the two scans bound (bind_delta_buffers, delta_bf16_copies).
 template <class Dev>
 bool delta_tc_rscan_supported(const delta_params<Dev>& p) {
-  return delta_tc_supported(p) && reinterpret_cast<std::uintptr_t>(p.dO) % 16 == 0 && p.Wh && p.Ah && p.kh && p.qh;
+  return delta_tc_supported(p) && reinterpret_cast<std::uintptr_t>(p.dO) % 16 == 0 && p.Wh && p.Ah && p.kh && p.qh && p.svec && p.dotok;
 }
 
 //! Warps per block of the backward's two sequential passes (delta_tc_hstate_kernel,
