@@ -912,6 +912,8 @@ TEST_CASE("chunked backward: gated delta rule, bf16 inputs on tensor cores, ever
   check_delta_tc_backward<gdn_plain>("gdn plain K=64 V=48", make<gdn_plain>({.B = 2, .T = 130, .H = 1, .HV = 2, .K = 64, .V = 48}, 253), 85);
   check_delta_tc_backward<gdn>("gdn V=40 (fp32 fallback of the V-wide products)",
                                make<gdn>({.B = 1, .T = 130, .H = 1, .HV = 2, .K = 64, .V = 40}, 254), 86);
+  // K = 48: an odd number of 16-column k-steps (the scans' K-long products take them in pairs where they can)
+  check_delta_tc_backward<gdn>("gdn K=48 V=32", make<gdn>({.B = 1, .T = 200, .H = 1, .HV = 2, .K = 48, .V = 32}, 271), 96);
   const auto d5 = make<sse_gdn>({.B = 2, .T = 260, .H = 2, .HV = 2, .K = 64, .V = 64}, 255);
   check_delta_tc_backward<sse_gdn, linstate::varlen>("sse_gdn varlen", d5, 87);
   check_delta_tc_backward<sse_gdn, linstate::mask>("sse_gdn mask", d5, 87);
