@@ -1288,6 +1288,24 @@ using delta_detail::warp_sum;
 //! 1 → 4 took delta_grad_bf16_kernel from 1.41 to 1.29 ms (8 bytes of spill); 2 gave 1.38 ms.
 inline constexpr int row_batch = 4;
 
+//! A lane's share of a row of n columns (lane, lane + 32, …) in batches of row_batch columns: load(u, a)
+//! for each column a of a batch (u its place in it) before use(u, a) for any, so that the batch's loads
+//! go out together. The caller keeps what load reads in arrays of row_batch, indexed by u.
+template <class Load, class Use>
+__device__ __forceinline__ void row_batched(int lane, int n, Load load, Use use) {
+  for (int a0 = lane; a0 < n; a0 += 32 * row_batch) {
+#pragma unroll
+    for (int u = 0; u < row_batch; ++u)
+      if (a0 + 32 * u < n) load(u, a0 + 32 * u);
+#pragma unroll
+    for (int u = 0; u < row_batch; ++u) {
+      const int a = a0 + 32 * u;
+      if (a >= n) break;
+      use(u, a);
+    }
+  }
+}
+
 //! A → Am and, where some record reads (any_r), kernel 5a's dA = dO Vnᵀ → X; [C, C] at pitch ldc
 //! (a multiple of 4: float4 rows).
 template <class Dev>
@@ -1371,41 +1389,27 @@ __device__ __forceinline__ void wy_terms(const delta_params<Dev>& p, const chunk
     const chunk_record& r = recs[i];
     const float e = __expf(G[i]), be = b[i] * e;
     float kb = 0.f, vb = 0.f;
-    // each lane's loads of a row (up to 4 columns, 32 apart) issued before its stores: the stores may
-    // alias the loaded rows as far as the compiler knows, so a plain loop waits one load latency per column
-    for (int a0 = lane; a0 < K; a0 += 32 * row_batch) {
+    // each lane's loads of a row issued before its stores (row_batched): the stores may alias the loaded
+    // rows as far as the compiler knows, so a plain loop waits one load latency per column
+    {
       float y[row_batch], k[row_batch];
-#pragma unroll
-      for (int u = 0; u < row_batch; ++u) {
-        const int a = a0 + 32 * u;
-        if (a < K) y[u] = -ws2[i * K + a], k[u] = kr[i * lkr + a];
-      }
-#pragma unroll
-      for (int u = 0; u < row_batch; ++u) {
-        const int a = a0 + 32 * u;
-        if (a >= K) break;
-        kb = fmaf(y[u], k[u], kb);
-        dK[i * lk + a] += be * y[u];
-      }
+      row_batched(
+          lane, K, [&](int u, int a) { y[u] = -ws2[i * K + a], k[u] = kr[i * lkr + a]; },
+          [&](int u, int a) {
+            kb = fmaf(y[u], k[u], kb);
+            dK[i * lk + a] += be * y[u];
+          });
     }
     if (r.wr) {
       const int wsl = write_slot(p, r, at);
-      for (int j0 = lane; j0 < V; j0 += 32 * row_batch) {
-        float y[row_batch], v[row_batch];
-#pragma unroll
-        for (int u = 0; u < row_batch; ++u) {
-          const int j = j0 + 32 * u;
-          if (j < V) y[u] = ws3[static_cast<index_t>(i) * V + j], v[u] = to_f32(p.v[r.hv * V + j]);
-        }
-#pragma unroll
-        for (int u = 0; u < row_batch; ++u) {
-          const int j = j0 + 32 * u;
-          if (j >= V) break;
-          vb = fmaf(y[u], v[u], vb);
-          if (p.dv_out) p.dv_out[r.hv * V + j] = from_f32<Dev>(b[i] * y[u]);  // direct store (one slot)
-          else if (p.dv) p.dv[(r.hv * p.Rw + wsl) * V + j] = b[i] * y[u];
-        }
-      }
+      float y[row_batch], v[row_batch];
+      row_batched(
+          lane, V, [&](int u, int j) { y[u] = ws3[static_cast<index_t>(i) * V + j], v[u] = to_f32(p.v[r.hv * V + j]); },
+          [&](int u, int j) {
+            vb = fmaf(y[u], v[u], vb);
+            if (p.dv_out) p.dv_out[r.hv * V + j] = from_f32<Dev>(b[i] * y[u]);  // direct store (one slot)
+            else if (p.dv) p.dv[(r.hv * p.Rw + wsl) * V + j] = b[i] * y[u];
+          });
     }
     kb = warp_sum(kb), vb = warp_sum(vb);
     if (lane == 0) db[i] += vb + e * kb, dG[i] += be * kb;
@@ -1465,21 +1469,13 @@ __device__ __forceinline__ void store_write_grads(const delta_params<Dev>& p, co
 #pragma unroll 4
       for (int a = lane; a < K; a += 32) d = fmaf(kr[i * lkr + a], dK[i * lk + a], d);
     d = warp_sum(d);
-    for (int a0 = lane; a0 < K; a0 += 32 * row_batch) {  // loads before stores, as in wy_terms
-      float x[row_batch];
-#pragma unroll
-      for (int u = 0; u < row_batch; ++u) {
-        const int a = a0 + 32 * u;
-        if (a < K) x[u] = ik * (dK[i * lk + a] - kr[i * lkr + a] * d);
-      }
-#pragma unroll
-      for (int u = 0; u < row_batch; ++u) {
-        const int a = a0 + 32 * u;
-        if (a >= K) break;
-        if (p.dk_out) p.dk_out[r.hv * K + a] = from_f32<Dev>(x[u]);  // direct store (one slot)
-        else p.dk[(r.hv * p.Rw + wsl) * K + a] = x[u];
-      }
-    }
+    float x[row_batch];  // loads before stores, as in wy_terms
+    row_batched(
+        lane, K, [&](int u, int a) { x[u] = ik * (dK[i * lk + a] - kr[i * lkr + a] * d); },
+        [&](int u, int a) {
+          if (p.dk_out) p.dk_out[r.hv * K + a] = from_f32<Dev>(x[u]);  // direct store (one slot)
+          else p.dk[(r.hv * p.Rw + wsl) * K + a] = x[u];
+        });
   }
   if (lane == 0) {
     float dbeta = 0.f, dcw = 0.f;  // the policy's adjoint of b(β, w)
