@@ -1030,7 +1030,8 @@ TEST_CASE("chunked backward: the delta rule's bf16 gradient kernel at two blocks
 
 //! The bf16 backward's two sequential passes (delta_tc_hstate_kernel, delta_tc_rscan_kernel) at 8 and at
 //! 16 warps per block: the same accumulators summed in the same order, so the same bits; and both
-//! within the tolerance of the exact path (the case above runs the default, 8).
+//! within the tolerance of the exact path (the case above runs the default, 8). At K = 128 the 8-warp
+//! kernels are the ones with K a compile-time constant (FK), the 16-warp ones read it at run time.
 template <class Spec>
 void check_bscan_warps(const random_inputs& data, std::uint64_t seed) {
   namespace cd = linstate::cuda_detail;

@@ -113,6 +113,10 @@ struct delta_params : chunk_bwd_params<Dev> {
   float* dO32 = nullptr;   // [chunks, HV, C, V]
   float* dVn = nullptr;    // [chunks, HV, C, V]
   float* ws = nullptr;     // [chunks, HV, C, 3K + V + 2C] (delta_ws: the gradient kernels' products)
+  // dO32 is gathered by delta_grad_products_kernel's dO role (from dO, before dA and dQg) instead of by
+  // the reverse scan: the tensor-core backward where its dO role runs beside the reverse scan
+  // (enqueue_delta_tc_bscans: only where the two scans run side by side)
+  bool dO32_by_grad = false;
   // bf16 copies for the backward's tensor-core scans (chunked_delta_tc.cuh), written by delta_prep_kernel
   // where set (bind_delta_buffers, for bf16 inputs: delta_bf16_copies): W and A rounded once (round to nearest even, as the
   // scans rounded them from the fp32 buffers before), the raw k rows of writing records and q rows of
@@ -122,6 +126,10 @@ struct delta_params : chunk_bwd_params<Dev> {
   __nv_bfloat16* Ah = nullptr;  // [chunks, HV, C, C]
   __nv_bfloat16* kh = nullptr;  // [chunks, HV, C, K]
   __nv_bfloat16* qh = nullptr;  // [chunks, HV, C, K]
+  // with them, the reverse scan's per-record values, so that it reads no record table: s_i = r_i e^{G_i}/‖q_i‖
+  // (the same product it formed from the record) and the flat token of a reading record's dO row (−1 else)
+  float* svec = nullptr;  // [chunks, HV, C]
+  int* dotok = nullptr;   // [chunks, HV, C]
   float* dbeta = nullptr;  // [tokens, HV, Rw]
   Dev* dbeta_out = nullptr;  // [tokens, HV]: the direct store of dbeta (one slot; as chunk_bwd_params::dq_out)
 };
@@ -139,7 +147,7 @@ inline std::size_t delta_chunk_floats(index_t K, index_t V, bool backward) {
   const std::size_t C = chunk_len, k = static_cast<std::size_t>(K), v = static_cast<std::size_t>(V);
   std::size_t f = 3 * C * k + 2 * C * v + 2 * C * C + 4 * C;
   if (backward) f += 2 * C * v + C * (3 * k + v + 2 * C);  // dO, dVn, the gradient kernels' workspace (delta_ws)
-  if (backward && delta_bf16_copies<Dev>) f += (3 * C * k + C * C) / 2;  // Wh, kh, qh [C,K] and Ah [C,C] in bf16 (C even)
+  if (backward && delta_bf16_copies<Dev>) f += (3 * C * k + C * C) / 2 + 2 * C;  // Wh, kh, qh [C,K] and Ah [C,C] in bf16 (C even); s, dO tokens [C]
   return f;
 }
 
@@ -157,6 +165,7 @@ void bind_delta_buffers(delta_params<Dev>& d, float* base, index_t chunks, index
   if (backward && delta_bf16_copies<Dev>) {
     auto take_h = [&](index_t n) { return reinterpret_cast<__nv_bfloat16*>(take(n / 2)); };  // n even
     d.Wh = take_h(C * K), d.kh = take_h(C * K), d.qh = take_h(C * K), d.Ah = take_h(C * C);
+    d.svec = take(C), d.dotok = reinterpret_cast<int*>(take(C));
   }
 }
 
@@ -644,7 +653,14 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
     }
   }
   __syncthreads();
-  if (tid < C) p.G[o.c + tid] = G[tid], p.b[o.c + tid] = b[tid];
+  if (tid < C) {
+    p.G[o.c + tid] = G[tid], p.b[o.c + tid] = b[tid];
+    if (p.svec) {  // the reverse scan's per-record values (delta_tc_rscan_kernel): s_i as it formed it, the dO row's token
+      const chunk_record& r = recs[tid];
+      p.svec[o.c + tid] = r.r * __expf(G[tid]) * p.qinv[o.c + tid];  // (1/‖q_i‖: this block's store, visible after the barrier)
+      p.dotok[o.c + tid] = r.rd ? r.tok : -1;
+    }
+  }
   // split rows: bf16 elements, pitch 2·lk
   const auto* Kh = reinterpret_cast<const __nv_bfloat16*>(Ks);
   const auto* Qh = reinterpret_cast<const __nv_bfloat16*>(Qs);
@@ -1136,34 +1152,43 @@ struct delta_ws {
 // scheduler). Here they run in three independent blocks per (chunk, value head) of 8 warps each, two
 // or more blocks per SM, and store into the chunk's workspace (delta_ws):
 //   role 0: dK̂ = Vn Dᵀ (split-bf16 for bf16 inputs)
-//   role 1: dA = dO Vnᵀ (split, dO exact in bf16) and dQg = dO Sᵀ (plain) — only where a record reads
-//   role 2: dB_U = Tᵀ dVn (split), then −dB_W = dB_U Sᵀ and dB_U Uᵀ (plain)
+//   role 1: dB_U = Tᵀ dVn (split), then −dB_W = dB_U Sᵀ and dB_U Uᵀ (plain)
+//   role 2, the dO role: dA = dO Vnᵀ (split, dO exact in bf16) and dQg = dO Sᵀ (plain) — only where a
+//     record reads. It needs neither D nor dVn: where the reverse scan leaves dO32 to it
+//     (dO32_by_grad: it gathers the chunk's dO rows first), it runs on the side stream after the
+//     states' pass, beside the reverse scan (enqueue_delta_dO_role; only where the two scans run side
+//     by side: else in this kernel's launch after the scans, as the third role of each chunk).
 // The same products as before, each output tile's k-steps in the same order (gemm_abt_staged and
 // tile_mma_f32 give a tile the same bits whichever warp forms it), so kernel 5b's results are the
 // one-kernel form's bits.
 
 inline constexpr int delta_gprod_threads = 256;  //!< kernel 5a: 8 warps
 
-//! Kernel 5a's shared memory: gemm_abt_staged's stage; role 2 first keeps T and a 64-column tile of dVn
-//! over it.
+//! The most dynamic shared memory a kernel 5a launch asks for (its own, or enqueue_delta_dO_role's padding).
+inline constexpr std::size_t delta_gprod_smem_ceiling = 110 * 1024;
+
+//! Kernel 5a's shared memory: gemm_abt_staged's stage; role 1 first keeps T and a 64-column tile of dVn
+//! over it; the dO role keeps the chunk's records after the stage.
 struct delta_gprod_smem {
-  std::size_t Tm, X, bytes;
+  std::size_t Tm, X, recs, bytes;
   __host__ __device__ explicit delta_gprod_smem(int) {
     const std::size_t cc = static_cast<std::size_t>(chunk_len) * delta_detail::ldc * sizeof(float);
     const std::size_t stage = delta_detail::slab_stage_bytes(delta_detail::slab_rows_max);
     Tm = 0, X = cc;
-    bytes = 2 * cc > stage ? 2 * cc : stage;
+    recs = 2 * cc > stage ? 2 * cc : stage;
+    bytes = recs + delta_detail::up16(chunk_len * sizeof(chunk_record));
   }
 };
 
-//! grid (3 × max_chunks, HV): block x is role x % 3 of chunk x / 3 (a chunk's three roles adjacent, so
-//! the S and Vn that two of them read are in L2 for the second).
+//! grid (nroles × max_chunks, HV): block x does role role0 + x % nroles of chunk x / nroles (a chunk's
+//! roles adjacent, so the S and Vn that two of them read are in L2 for the second).
 template <class Dev>
-__global__ void __launch_bounds__(delta_gprod_threads, 2) delta_grad_products_kernel(const delta_params<Dev> p) {
+__global__ void __launch_bounds__(delta_gprod_threads, 2) delta_grad_products_kernel(const delta_params<Dev> p, int role0,
+                                                                                    int nroles) {
   using namespace delta_detail;
   constexpr int C = chunk_len, NT = delta_gprod_threads;
-  const index_t c = blockIdx.x / 3;
-  const int role = static_cast<int>(blockIdx.x % 3);
+  const index_t c = blockIdx.x / nroles;
+  const int role = role0 + static_cast<int>(blockIdx.x % nroles);
   if (c >= p.rt.seg_chunk[p.S * p.P]) return;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int K = p.K, V = p.V, hv = static_cast<int>(blockIdx.y);
@@ -1176,14 +1201,19 @@ __global__ void __launch_bounds__(delta_gprod_threads, 2) delta_grad_products_ke
   const float* Vn = p.Vn + o.cv;     // [C,V]
   if (role == 0) {
     gemm_abt_staged<Dev, NT>(w.dkd, K, Vn, V, p.dbuf + o.kv, V, C, K, V, false, stage);  // dK̂ = Vn Dᵀ
-  } else if (role == 1) {
+  } else if (role == 2) {
+    auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
     const chunk_where at = locate_chunk(p, c);
-    const int h = hv / (p.HV / p.H);
-    const bool rd = tid < C && record_of(p, p.rt.rec_tok[c * C + tid], at, h, hv).rd;
-    if (__syncthreads_or(rd)) {  // (kernel 5b reads da and dqg only where some record reads: the same test)
-      // dO32 holds the bf16 input's values for bf16 inputs (delta_tc_rscan_kernel): A_lo = 0
+    load_records(p, c, at, hv / (p.HV / p.H), hv, recs);
+    if (__syncthreads_or(tid < C && recs[tid].rd)) {  // (kernel 5b reads da and dqg only where some record reads: the same test)
+      float* dO = p.dO32 + o.cv;  // [C,V]
+      if (p.dO32_by_grad) {  // the chunk's dO rows (0 where a record does not read), 16-byte loads
+        gather_rows16(dO, V, p.dO, recs, V, [](const chunk_record& r) { return r.rd; },
+                      [V](const chunk_record& r) { return r.hv * V; });
+        __syncthreads();  // (gemm_abt_staged reads them from global memory: this block's stores, visible after the barrier)
+      }
+      // dO32 holds the bf16 input's values for bf16 inputs (gathered here or by delta_tc_rscan_kernel): A_lo = 0
       constexpr bool dO_bf16 = std::is_same_v<Dev, __nv_bfloat16>;
-      const float* dO = p.dO32 + o.cv;  // [C,V]
       gemm_abt_staged<Dev, NT>(w.da, C, dO, V, Vn, V, C, C, V, false, stage, dO_bf16);               // dA = dO Vnᵀ
       gemm_abt_staged<Dev, NT>(w.dqg, K, dO, V, S, V, C, K, V, false, stage, dO_bf16, /*plain=*/true);  // dQg = dO Sᵀ
     }
@@ -1970,7 +2000,7 @@ void set_delta_smem(int K, const char* api) {
     set(reinterpret_cast<const void*>(delta_output_kernel<Dev>), delta_output_smem(k).bytes,
         "cudaFuncSetAttribute(delta_output_kernel)");
     set(reinterpret_cast<const void*>(delta_rscan_kernel<Dev>), delta_rscan_smem(k).bytes, "cudaFuncSetAttribute(delta_rscan_kernel)");
-    set(reinterpret_cast<const void*>(delta_grad_products_kernel<Dev>), delta_gprod_smem(k).bytes,
+    set(reinterpret_cast<const void*>(delta_grad_products_kernel<Dev>), delta_gprod_smem_ceiling,
         "cudaFuncSetAttribute(delta_grad_products_kernel)");
     set(reinterpret_cast<const void*>(delta_grad_kernel<D, Dev>), delta_grad_smem(k).bytes, "cudaFuncSetAttribute(delta_grad_kernel)");
     if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
@@ -2044,13 +2074,29 @@ void enqueue_chunked_delta(const delta_params<Dev>& p, cudaStream_t stream, cons
 //! change while another thread enqueues a call).
 inline bool delta_grad_two_blocks_enabled = true;
 
-//! Kernels 5a and 5b of the backward (after the reverse scan).
-template <class D, class Dev>
-void enqueue_delta_grad(const delta_params<Dev>& p, cudaStream_t stream, const char* api) {
+//! Kernel 5a's dO role alone (dA, dQg; after the states' pass, which writes S and Vn; with
+//! p.dO32_by_grad it gathers dO itself, so it does not wait for the reverse scan). `dynamic_smem` ≥
+//! delta_gprod_smem: more keeps its blocks off the SMs where a reverse-scan block runs (see
+//! enqueue_delta_tc_bscans).
+template <class Dev>
+void enqueue_delta_dO_role(const delta_params<Dev>& p, std::size_t dynamic_smem, cudaStream_t stream, const char* api) {
   const index_t chunks = p.rt.max_chunks;
   if (chunks > 0) {
-    delta_grad_products_kernel<Dev><<<dim3(static_cast<unsigned>(3 * chunks), static_cast<unsigned>(p.HV)), delta_gprod_threads,
-                                      delta_gprod_smem(p.K).bytes, stream>>>(p);
+    delta_grad_products_kernel<Dev><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV)), delta_gprod_threads,
+                                      dynamic_smem, stream>>>(p, 2, 1);
+    check_launch("delta_grad_products_kernel", api);
+  }
+}
+
+//! Kernels 5a and 5b of the backward (after the reverse scan; dO_role_done: 5a's dO role ran already,
+//! enqueue_delta_dO_role).
+template <class D, class Dev>
+void enqueue_delta_grad(const delta_params<Dev>& p, cudaStream_t stream, const char* api, bool dO_role_done = false) {
+  const index_t chunks = p.rt.max_chunks;
+  if (chunks > 0) {
+    const int nroles = dO_role_done ? 2 : 3;  // roles [0, 2), and the dO role (2) unless it ran already
+    delta_grad_products_kernel<Dev><<<dim3(static_cast<unsigned>(nroles * chunks), static_cast<unsigned>(p.HV)), delta_gprod_threads,
+                                      delta_gprod_smem(p.K).bytes, stream>>>(p, 0, nroles);
     check_launch("delta_grad_products_kernel", api);
     const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV));
     if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {

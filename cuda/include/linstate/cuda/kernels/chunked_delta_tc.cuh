@@ -8,6 +8,10 @@
 // scan), below the forward's kernels. The two read
 // only the prep's buffers, so where both grids fit on the GPU at once they run side by side on two
 // streams (detail/side_stream.cuh; GDN at B = 1, H = 8: forward + backward 12.0 → 9.7 ms at T = 32768).
+// Where they do, the gradient kernels' dO role (dA = dO Vnᵀ, dQg = dO Sᵀ: chunked_delta.cuh,
+// delta_grad_products_kernel) follows the states' pass on the side stream, gathering dO itself, so it
+// runs while the reverse scan finishes (which then writes no dO32): session 25's branch s25-dA-beside,
+// since session 29 only where the scans run side by side.
 //
 // Per chunk of C = 64 records with entering state S [K,V] (chunked_delta.cuh's header):
 //   T = (I + L)⁻¹,  L = strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ)            (1)
@@ -56,6 +60,7 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -738,10 +743,10 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_output_kernel(const delt
 // delta_tc_bscan_warps; 4 before session 13: the per-chunk step is latency-bound, and more warps
 // shorten each warp's chain of products), D held in mma accumulator fragments for the whole stream
 // (warp w: row tile w % 8 of K, both 8-column halves at 8 warps, half w / 8 at 16), the next
-// chunks' W, A, q, k rows, dO tile and G, 1/‖k‖, 1/‖q‖ copied by cp.async (a ring of dtc_scan_stages = 3
-// buffers, each chunk issued two chunks ahead since session 28 — double buffered before; only the dO
-// rows gathered through the record table) while this chunk computes. W, A and the q, k rows come
-// from the bf16 copies delta_prep_kernel writes for this pass (delta_params::Wh, Ah, qh, kh: W and A
+// chunk's W, A, q, k rows, dO tile and G, 1/‖k‖, s copied by cp.async (a ring of three buffers since
+// session 28; the dO rows gathered by the tokens the prep wrote, dotok, and s_i = r_i e^{G_i}/‖q_i‖ the
+// prep's too, svec: since session 29 the pass reads no record table) while this chunk computes. W, A and
+// the q, k rows come from the bf16 copies delta_prep_kernel writes for this pass (delta_params::Wh, Ah, qh, kh: W and A
 // rounded there exactly as this kernel rounded its fp32 copies before, the raw rows gathered and
 // zeroed there), so every operand fragment is one ldmatrix (.trans for Aᵀ, Wᵀ, qᵀ and dO) and a chunk's
 // copies are contiguous 16-byte pieces; before, the fp32 W and A were read transposed 32 bits at a
@@ -771,30 +776,126 @@ struct copy_map {
     if (row0 >= rows) row0 = 1 << 30;
   }
 };
+
+//! The backward scans' bf16 row pitch: ldb16 of chunk_max_k whatever K is, so that every shared
+//! offset a row index makes is a compile-time constant (folded into the instructions' immediates).
+inline constexpr int lbs = chunk_max_k + 8;
+
+//! A cp.async of 16 bytes to a shared address already converted (smem_addr).
+__device__ __forceinline__ void cp_async16_at(unsigned s, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+
+//! A thread's share of a block-wide copy of a chunk's C rows of PR 16-byte pieces each (row pitch G in
+//! global, P in shared): piece tid % PR of rows tid / PR + n·RS, n < C / RS, RS = NT / PR — the row
+//! steps compile-time constants, so each copy is one cp.async at an immediate shared offset and a
+//! global pointer advanced by a fixed stride. Pieces at or past `width` elements copy nothing.
+template <int NT, int PR, int P>
+struct row_copy {
+  static constexpr int RS = NT / PR, NR = chunk_len / RS;
+  static_assert(NT % PR == 0 && chunk_len % RS == 0, "row_copy: the block's threads must tile the rows evenly");
+  int col, row;
+  bool on;
+  __device__ row_copy(int tid, int width) : col(tid % PR), row(tid / PR), on(8 * (tid % PR) < width) {}
+  //! rows of `src` ([C][gpitch] bf16, the chunk's first row) into the shared rows at `dst` (pitch P)
+  __device__ __forceinline__ void operator()(unsigned dst, const dtc_bf16* src, index_t gpitch) const {
+    if (!on) return;
+    const dtc_bf16* g = src + static_cast<index_t>(row) * gpitch + 8 * col;
+    const unsigned d = dst + static_cast<unsigned>((row * P + 8 * col) * sizeof(dtc_bf16));
+    const index_t gs = RS * gpitch;
+#pragma unroll
+    for (int n = 0; n < NR; ++n) cp_async16_at(d + static_cast<unsigned>(n * RS * P * sizeof(dtc_bf16)), g + n * gs);
+  }
+};
+
+//! at_chunk's offsets one chunk apart (the same value head): a scan moves an at_chunk from chunk to
+//! chunk by them (moved), a 64-bit add per offset it uses, instead of forming it (multiplications) anew
+//! for every chunk.
+struct chunk_step {
+  index_t ck, cv, cc, c, kv;
+  __device__ chunk_step(int HV, int K, int V) {
+    const index_t u = HV;
+    ck = u * chunk_len * K, cv = u * chunk_len * V, cc = u * chunk_len * chunk_len, c = u * chunk_len;
+    kv = u * static_cast<index_t>(K) * V;
+  }
+};
+//! o moved n chunks (o's chunk + n).
+__device__ __forceinline__ delta_detail::at_chunk moved(delta_detail::at_chunk o, const chunk_step& s, int n) {
+  o.ck += n * s.ck, o.cv += n * s.cv, o.cc += n * s.cc, o.c += n * s.c, o.kv += n * s.kv;
+  return o;
+}
+
+//! A backward scan's state tile in accumulator fragments (the warp's row tile t of K, 8-column halves
+//! h0 … h0 + HH − 1; lane: g = lane / 4, t2 = 2 (lane % 4)) to `to` (fp32 [K, V], the tile's first column
+//! at `to`), and as NEG ? −X : X in bf16 into `sm` (transposed, [16][lbs]), which the scan's next matrix
+//! product reads.
+template <bool NEG, int HH>
+__device__ __forceinline__ void store_scan_state(const float (&X)[HH][4], float* to, int V, dtc_bf16* sm, int t, int h0, int g,
+                                                 int t2) {
+#pragma unroll
+  for (int x = 0; x < HH; ++x)
+#pragma unroll
+    for (int e2 = 0; e2 < 2; ++e2) {
+      const int a = 16 * t + g + 8 * e2, j = 8 * (h0 + x) + t2;
+      const float x0 = X[x][2 * e2], x1 = X[x][2 * e2 + 1];
+      *reinterpret_cast<float2*>(to + static_cast<index_t>(a) * V + j) = make_float2(x0, x1);
+      store_bf16(NEG ? -x0 : x0, sm, j * lbs + a);
+      store_bf16(NEG ? -x1 : x1, sm, (j + 1) * lbs + a);
+    }
+}
+
+//! acc (one warp's 16 × 8 accumulator tile: rows i0 …, columns 8 hh …) += X Yᵀ over the K columns of
+//! both: X [C][lbs] bf16 rows (A fragments by ldmatrix), Y [16][lbs] bf16 (B fragments: Y's rows 8 hh …
+//! are the tile's columns). The reverse scan's k D (Y = Dh) and the states' pass's W S (Y = Sh, −S).
+//! Two k-steps' B fragments by one ldmatrix (matrix m of lane l: Y's row 8 hh + l % 8, columns
+//! k0 + 8m …, which are B's registers b0, b1 of step k0 and b0, b1 of step k0 + 16), one k-step at a
+//! time with two 32-bit loads where K leaves a single one at the end; the k-steps in order.
+__device__ __forceinline__ void kd_product(float (&acc)[4], const dtc_bf16* X, const dtc_bf16* Y, int i0, int hh, int K, int lane) {
+  using x3_detail::mma_bf16_16816;
+  const dtc_bf16* xrow = X + (i0 + (lane & 15)) * lbs + 8 * (lane >> 4);  // rows i0 + g (+ 8), columns + t2 (+ 8)
+  const dtc_bf16* yrow = Y + (8 * hh + (lane & 7)) * lbs + 8 * (lane >> 3);
+  int k0 = 0;
+  for (; k0 + 32 <= K; k0 += 32) {
+    unsigned xa[4], xb[4], yb[2][2];
+    ldsm_x4(xa, xrow + k0);
+    ldsm_x4(xb, xrow + k0 + 16);
+    ldsm_x4(as4(yb), yrow + k0);
+    mma_bf16_16816(acc, xa, yb[0]);
+    mma_bf16_16816(acc, xb, yb[1]);
+  }
+  if (k0 < K) {
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+    unsigned xa[4];
+    ldsm_x4(xa, xrow + k0);
+    const dtc_bf16* y = Y + (8 * hh + g) * lbs + k0 + t2;
+    const unsigned yb[2] = {ld32(y), ld32(y + 8)};
+    mma_bf16_16816(acc, xa, yb);
+  }
+}
 }  // namespace dtc_detail
 
 struct delta_tc_rscan_smem {
-  // one chunk's buffer (dtc_scan_stages of them): W, A, raw k and q rows, the dO tile, G, 1/‖k‖, 1/‖q‖, the records
-  std::size_t Ws, As, Kr, Qr, dO, G, ki, qi, recs, per;
-  // single: D, diag(s) dO and −dVn in bf16 (transposed), d
-  std::size_t Dh, Sh, Nh, dv, bytes;
+  // one chunk's buffer (dtc_scan_stages of them): W, A, raw k and q rows, the dO tile, G, 1/‖k‖, s
+  std::size_t Ws, As, Kr, Qr, dO, G, ki, sv, per;
+  // single: D, diag(s) dO and −dVn in bf16 (transposed)
+  std::size_t Dh, Sh, Nh, bytes;
   __host__ __device__ explicit delta_tc_rscan_smem(int K) {
     using namespace dtc_detail;
     const std::size_t C = chunk_len;
     Ws = 0;
-    As = Ws + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    (void)K;  // rows at the pitch lbs of chunk_max_k
+    As = Ws + up128(C * lbs * sizeof(dtc_bf16));
     Kr = As + up128(C * lc16 * sizeof(dtc_bf16));
-    Qr = Kr + up128(C * ldb16(K) * sizeof(dtc_bf16));
-    dO = Qr + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    Qr = Kr + up128(C * lbs * sizeof(dtc_bf16));
+    dO = Qr + up128(C * lbs * sizeof(dtc_bf16));
     G = dO + up128(C * ls16 * sizeof(dtc_bf16));
     ki = G + up128(C * sizeof(float));
-    qi = ki + up128(C * sizeof(float));
-    recs = qi + up128(C * sizeof(float));
-    per = recs + up128(C * sizeof(chunk_record));
-    const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * ldb16(K) * sizeof(dtc_bf16));
+    sv = ki + up128(C * sizeof(float));
+    per = sv + up128(C * sizeof(float));
+    const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * lbs * sizeof(dtc_bf16));
     const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
-    Dh = dtc_scan_stages * per, Sh = Dh + tk, Nh = Sh + tc, dv = Nh + tc;
-    bytes = dv + up128(C * sizeof(float));
+    Dh = dtc_scan_stages * per, Sh = Dh + tk, Nh = Sh + tc;
+    bytes = Nh + tc;
   }
 };
 
@@ -802,8 +903,9 @@ struct delta_tc_rscan_smem {
 //! Warp map (the same accumulators, each summed in the same order, at either NW: the same bits):
 //! the D update gives warp w row tile w % 8 of K and 16/NW of the tile's two 8-column halves
 //! (from (w / 8)·16/NW); dVn gives warps 0–7 one (16-row tile w % 4, half w / 4) each; the
-//! per-record dO work takes NW·32/64 threads per record, 16/(NW·32/64) columns each.
-template <class Dev, int NW>
+//! per-record dO work takes NW·32/64 threads per record, 16/(NW·32/64) columns each. FK: K is
+//! chunk_max_k (p.K must be), a compile-time constant (the K-long loops unrolled whole); the same bits.
+template <class Dev, int NW, bool FK = false>
 __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_params<Dev> p) {
   static_assert(std::is_same_v<Dev, dtc_bf16>, "linstate (cuda): the tensor-core delta kernels take bf16");
   static_assert((NW == 8 || NW == 16) && dtc_scan_tile == 16 && chunk_len == 64 && chunk_max_k == 128,
@@ -815,63 +917,54 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   constexpr int HH = 16 / NW;             // 8-column halves per warp in the D update (2 or 1)
   constexpr int NQ = NW * 32 / C, CQ = TS / NQ;  // dO rows: NQ threads per record, CQ columns each
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lb = ldb16(K), k8 = K / 8, nkt = K / 16;
+  const int K = FK ? chunk_max_k : p.K, V = p.V, HV = p.HV, nkt = K / 16;
+  constexpr int lb = lbs;
   const delta_tc_rscan_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int tD = warp & 7, hD = (warp >> 3) * HH;  // D update: row tile tD of K, halves hD … hD + HH − 1
   const bool ownD = tD < nkt;
-  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y), h = hv / (HV / p.H);
+  const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
   const int part = seg / p.S, s = seg % p.S;
   const int j0 = static_cast<int>(blockIdx.x) * TS;
   const index_t c0 = p.rt.seg_chunk[seg], c1 = p.rt.seg_chunk[seg + 1];
   const index_t sbase = ((static_cast<index_t>(s) * p.P + part) * HV + hv) * static_cast<index_t>(K) * V;
   auto at_buf = [&](int b, std::size_t off) { return smem_raw + static_cast<std::size_t>(b) * L.per + off; };
-  auto recs_of = [&](int b) { return reinterpret_cast<chunk_record*>(at_buf(b, L.recs)); };
   auto* Dh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Dh);  // [16][lb]  D (bf16), transposed
   auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lc16] diag(s) dO (bf16), transposed
   auto* Nh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Nh);  // [16][lc16] −dVn (bf16), transposed
-  float* dvec = reinterpret_cast<float*>(smem_raw + L.dv);  // [C] d
-  chunk_where at{};
-  if (c0 < c1) at = locate_chunk(p, c0);  // one stream: the same for every chunk
-  // chunk c's tiles into buffer b (its records there already), one commit group; rows a record does
-  // not read / write are zeros (plain stores, visible after the barrier that follows the wait). Each
-  // thread copies the same columns of the same rows every chunk (copy_map, formed once: no division
-  // or row arithmetic per chunk, which before session 21 were a third of the kernel's instructions).
-  const copy_map mw(k8, tid, nt), ma(C / 8, tid, nt), mo(TS / 8, tid, nt);
-  auto issue = [&](index_t c, int b) {
-    const at_chunk o(c, hv, HV, K, V);
-    const chunk_record* rc = recs_of(b);
-    auto* Ws = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Ws));
-    auto* As = reinterpret_cast<dtc_bf16*>(at_buf(b, L.As));
-    auto* Kr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Kr));
-    auto* Qr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Qr));
+  // chunk c's tiles into buffer b, one commit group; rows a record does not read are zeros (plain
+  // stores, visible after the barrier that follows the wait). Each thread copies the same columns of the
+  // same rows every chunk (copy_map, formed once: no division or row arithmetic per chunk, which before
+  // session 21 were a third of the kernel's instructions). No record table (since session 29): the prep
+  // wrote each record's s_i and its dO row's token (svec, dotok); a dO-copying thread holds its row's
+  // token of the chunk it issues next, loaded a step before (one row per thread: mo.rows ≥ C).
+  const row_copy<NW * 32, chunk_max_k / 8, lbs> mw(tid, K);
+  const row_copy<NW * 32, C / 8, lc16> ma(tid, C);
+  const copy_map mo(TS / 8, tid, nt);
+  const unsigned sbuf = smem_addr(smem_raw);
+  const chunk_step step(HV, K, V);
+  static_assert(TS / 8 * chunk_len <= NW * 32, "delta_tc_rscan_kernel: one dO row per copying thread");
+  // chunk c's tiles (o: its offsets; tok: the token of this thread's dO row mo.row0) into buffer b
+  auto issue = [&](const at_chunk& o, int tok, int b) {
     auto* dO = reinterpret_cast<dtc_bf16*>(at_buf(b, L.dO));
     const uint4 z{0u, 0u, 0u, 0u};
-    {  // W, k and q rows: the prep's bf16 copies (k, q gathered and zeroed there), [C][K] each
-      const index_t from = o.ck + 8 * mw.col;
-      const int to = 8 * mw.col;
-      for (int i = mw.row0; i < C; i += mw.rows) {
-        cp_async16(Ws + to + i * lb, p.Wh + from + i * K);
-        cp_async16(Kr + to + i * lb, p.kh + from + i * K);
-        cp_async16(Qr + to + i * lb, p.qh + from + i * K);
-      }
+    {  // W, k and q rows: the prep's bf16 copies (k, q gathered and zeroed there), [C][K] each; A [C][C]
+      const unsigned sb = sbuf + static_cast<unsigned>(static_cast<std::size_t>(b) * L.per);
+      mw(sb + static_cast<unsigned>(L.Ws), p.Wh + o.ck, K);
+      mw(sb + static_cast<unsigned>(L.Kr), p.kh + o.ck, K);
+      mw(sb + static_cast<unsigned>(L.Qr), p.qh + o.ck, K);
+      ma(sb + static_cast<unsigned>(L.As), p.Ah + o.cc, C);
     }
-    {
-      const dtc_bf16* from = p.Ah + o.cc + 8 * ma.col;
-      dtc_bf16* to = As + 8 * ma.col;
-      for (int i = ma.row0; i < C; i += ma.rows) cp_async16(to + i * lc16, from + i * C);
-    }
-    for (int i = mo.row0; i < C; i += mo.rows) {
-      const chunk_record& r = rc[i];
-      const int jj = 8 * mo.col;
-      if (r.rd) cp_async16(dO + i * ls16 + jj, p.dO + r.hv * V + j0 + jj);
+    if (mo.row0 < C) {
+      const int i = mo.row0, jj = 8 * mo.col;
+      if (tok >= 0) cp_async16(dO + i * ls16 + jj, p.dO + (static_cast<index_t>(tok) * HV + hv) * V + j0 + jj);
       else *reinterpret_cast<uint4*>(dO + i * ls16 + jj) = z;
     }
     if (tid < 3 * (C / 4)) {
       const int v = tid / (C / 4), q4 = (tid % (C / 4)) * 4;
-      const float* from = v == 0 ? p.G : v == 1 ? p.kinv : p.qinv;
-      float* to = reinterpret_cast<float*>(at_buf(b, v == 0 ? L.G : v == 1 ? L.ki : L.qi));
+      const float* from = v == 0 ? p.G : v == 1 ? p.kinv : p.svec;
+      float* to = reinterpret_cast<float*>(at_buf(b, v == 0 ? L.G : v == 1 ? L.ki : L.sv));
       cp_async16(to + q4, from + o.c + q4);
     }
     cp_async_commit();
@@ -886,74 +979,45 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
       const int a = 16 * tD + g + 8 * (e >> 1), j = 8 * (hD + x) + t2 + (e & 1);
       Dr[x][e] = (ownD && p.dht) ? p.dht[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
     }
-  // The ring: chunk c1 − 1 − n in buffer n % NB; chunk c's tiles are issued at barrier (B) of chunk
+  // The ring: chunk c1 − 1 − n in buffer n % NB; chunk c's tiles are issued at barrier (Y) of chunk
   // c + NB − 1, one commit group per chunk (an empty one past c0), so that at chunk c the groups of the
-  // NB − 2 chunks after it in the order may still be in flight. A chunk's records are formed and stored
-  // in the step that issues it, at (A), before the issue at (B) reads them. Threads [0, C) hold the
-  // record table's entry of the chunk the next step issues, loaded a step before its record is formed
-  // (only the one load, and nothing that waits for it until then: its latency lies under a whole
-  // chunk's work instead of between barriers (A) and (B)).
+  // NB − 2 chunks after it in the order may still be in flight. Two barriers per chunk (since session 28;
+  // three before, the per-record work and D's stores between two of them): (X) → dVn and the per-record
+  // work → (Y) → D's update and the stores of the D it forms → (X).
   constexpr int NB = dtc_scan_stages, AH = NB - 1;  // buffers; chunks issued ahead
-  int tok_ahead = -1;
-#pragma unroll
-  for (int n = 0; n < AH; ++n)
-    if (c1 - 1 - n >= c0) load_records(p, c1 - 1 - n, at, h, hv, recs_of(n));
-  if (c1 - 1 - AH >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c1 - 1 - AH) * C + tid];
-  __syncthreads();
+  // D_c (∂L/∂S' of chunk c, in Dr): to dbuf, and in bf16 into Dh (transposed) for k D. Dh is read only by
+  // the dVn phase, between barriers (X) and (Y), so D_{c−1} goes there right after the update that forms it.
+  auto store_d = [&](index_t kv) {
+    if (ownD) store_scan_state<false>(Dr, p.dbuf + kv + j0, V, Dh, tD, hD, g, t2);
+  };
+  // chunk c's offsets (o, moved a chunk back per step) and those of chunk c − AH (oa), whose tiles the step issues
+  at_chunk o(c1 - 1, hv, HV, K, V);
+  const bool copies_do = mo.row0 < C;
+  auto token = [&](const at_chunk& x) { return p.dotok[x.c + mo.row0]; };  // this thread's dO row's token
+  if (c0 < c1) store_d(o.kv);
 #pragma unroll
   for (int n = 0; n < AH; ++n) {
-    if (c1 - 1 - n >= c0) issue(c1 - 1 - n, n);
+    const at_chunk x = moved(o, step, -n);
+    if (c1 - 1 - n >= c0) issue(x, copies_do ? token(x) : -1, n);
     else cp_async_commit();
   }
   int b = 0;  // chunk c's buffer
+  at_chunk oa = moved(o, step, -AH);
+  int tok_ahead = c1 - 1 - AH >= c0 && copies_do ? token(oa) : -1;  // chunk c − AH's, issued in the step of chunk c
   for (index_t c = c1 - 1; c >= c0; --c) {
-    const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c − AH's: chunk c + 1's, which every thread is done with after (A)
-    const at_chunk o(c, hv, HV, K, V);
+    const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c − AH's: chunk c + 1's, which every thread is done with after (X)
     cp_async_wait_group<NB - 2>();
-    __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
-    if (c - AH >= c0 && tid < C) recs_of(bn)[tid] = record_of(p, tok_ahead, at, h, hv);  // chunk c − AH's
+    __syncthreads();  // (X) chunk c's tiles landed; Dh holds D_c; every thread is done with chunk c + 1
     const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
-    // D of this chunk: to dbuf, and in bf16 into Dh (transposed) for Kd D
-    if (ownD) {
-#pragma unroll
-      for (int x = 0; x < HH; ++x)
-#pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int a = 16 * tD + g + 8 * e2, j = 8 * (hD + x) + t2;
-          const float x0 = Dr[x][2 * e2], x1 = Dr[x][2 * e2 + 1];
-          *reinterpret_cast<float2*>(p.dbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
-          store_bf16(x0, Dh, j * lb + a);
-          store_bf16(x1, Dh, (j + 1) * lb + a);
-        }
-    }
-    {  // per record i (NQ threads, CQ columns each): d_i, s_i; the dO row to dO32 (fp32) and diag(s) dO
-       // in bf16 into Sh (transposed)
-      const int i = tid % C, q0 = (tid / C) * CQ;
-      const chunk_record& r = recs_of(b)[i];
-      const float* ki = reinterpret_cast<const float*>(at_buf(b, L.ki));
-      const float* qi = reinterpret_cast<const float*>(at_buf(b, L.qi));
-      const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
-      if (q0 == 0) dvec[i] = __expf(Gc[C - 1] - Gc[i]) * ki[i];
-      const float si = r.r * __expf(Gc[i]) * qi[i];
-      float x[CQ];
-#pragma unroll
-      for (int jj = 0; jj < CQ; ++jj) x[jj] = __bfloat162float(dO[i * ls16 + q0 + jj]);
-      float* d32 = p.dO32 + o.cv + static_cast<index_t>(i) * V + j0 + q0;
-      if constexpr (CQ == 4) *reinterpret_cast<float4*>(d32) = make_float4(x[0], x[1], x[2], x[3]);
-      else *reinterpret_cast<float2*>(d32) = make_float2(x[0], x[1]);
-#pragma unroll
-      for (int jj = 0; jj < CQ; ++jj) store_bf16(si * x[jj], Sh, (q0 + jj) * lc16 + i);
-    }
-    __syncthreads();  // (B) Dh, Sh, d ready; the records of chunk c − AH stored
-    if (c - AH >= c0) issue(c - AH, bn);
-    else cp_async_commit();
-    if (c - AH - 1 >= c0 && tid < C) tok_ahead = p.rt.rec_tok[(c - AH - 1) * C + tid];
-    if (warp < 8) {  // dVn = Aᵀ dO + diag(d) (k D): rows 16(w % 4) … + 15, half w / 4
+    const float* ki = reinterpret_cast<const float*>(at_buf(b, L.ki));
+    const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
+    // dVn = Aᵀ dO + diag(d) (k D), d_i = e^{G_C − G_i}/‖k_i‖: rows 16(w % 4) … + 15, half w / 4; its
+    // products are issued first, the per-record work below fills their latency, the epilogue follows
+    const int i0 = 16 * (warp & 3), hh = warp >> 2;
+    float a1[4] = {0.f, 0.f, 0.f, 0.f}, a2[4] = {0.f, 0.f, 0.f, 0.f};
+    if (warp < 8) {
       const auto* As = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.As));
-      const auto* dO = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.dO));
       const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
-      const int i0 = 16 * (warp & 3), hh = warp >> 2;
-      float a1[4] = {0.f, 0.f, 0.f, 0.f}, a2[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int k0 = 0; k0 < C; k0 += 32) {  // Aᵀ(i, t) = A[t][i] by ldmatrix.trans (as qᵀ below), two k-steps
         unsigned ah[2][4], bo[2][2];
@@ -966,24 +1030,38 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
         mma_bf16_16816(a1, ah[0], bo[0]);
         mma_bf16_16816(a1, ah[1], bo[1]);
       }
-      for (int k0 = 0; k0 < K; k0 += 16) {  // k D
-        unsigned ka[4];  // rows i0 + g (+ 8), columns k0 + t2 (+ 8) by ldmatrix
-        ldsm_x4(ka, Kr + (i0 + (lane & 15)) * lb + k0 + 8 * (lane >> 4));
-        const int j = 8 * hh + g;
-        const unsigned bh[2] = {ld32(Dh + j * lb + k0 + t2), ld32(Dh + j * lb + k0 + t2 + 8)};
-        mma_bf16_16816(a2, ka, bh);
+      kd_product(a2, Kr, Dh, i0, hh, K, lane);  // k D
+    }
+    {  // per record i (NQ threads, CQ columns each): s_i; the dO row to dO32 (fp32) and diag(s) dO in bf16
+       // into Sh (transposed), read by the update after (Y)
+      const int i = tid % C, q0 = (tid / C) * CQ;
+      const float si = reinterpret_cast<const float*>(at_buf(b, L.sv))[i];  // r_i e^{G_i}/‖q_i‖ (the prep's)
+      float x[CQ];
+#pragma unroll
+      for (int jj = 0; jj < CQ; ++jj) x[jj] = __bfloat162float(dO[i * ls16 + q0 + jj]);
+      if (!p.dO32_by_grad) {  // (else the gradient kernels' dO role gathers dO32 itself)
+        float* d32 = p.dO32 + o.cv + static_cast<index_t>(i) * V + j0 + q0;
+        if constexpr (CQ == 4) *reinterpret_cast<float4*>(d32) = make_float4(x[0], x[1], x[2], x[3]);
+        else *reinterpret_cast<float2*>(d32) = make_float2(x[0], x[1]);
       }
+#pragma unroll
+      for (int jj = 0; jj < CQ; ++jj) store_bf16(si * x[jj], Sh, (q0 + jj) * lc16 + i);
+    }
+    if (warp < 8) {  // dVn's epilogue: to dVn (fp32) and −dVn in bf16 into Nh (transposed)
 #pragma unroll
       for (int e2 = 0; e2 < 2; ++e2) {
         const int i = i0 + g + 8 * e2, j = 8 * hh + t2;
-        const float di = dvec[i];
+        const float di = __expf(Gc[C - 1] - Gc[i]) * ki[i];
         const float x0 = fmaf(di, a2[2 * e2], a1[2 * e2]), x1 = fmaf(di, a2[2 * e2 + 1], a1[2 * e2 + 1]);
         *reinterpret_cast<float2*>(p.dVn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
         store_bf16(-x0, Nh, j * lc16 + i);
         store_bf16(-x1, Nh, (j + 1) * lc16 + i);
       }
     }
-    __syncthreads();  // (C) −dVn complete
+    __syncthreads();  // (Y) −dVn and diag(s) dO complete
+    if (c - AH >= c0) issue(oa, tok_ahead, bn);
+    else cp_async_commit();
+    if (c - AH - 1 >= c0 && copies_do) tok_ahead = token(moved(oa, step, -1));  // the next step's
     if (ownD) {  // D ← e^{G_C} D + qᵀ (diag(s) dO) − Wᵀ dVn on the warp's tile
       const float eg = __expf(Gc[C - 1]);
       const auto* Ws = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Ws));
@@ -1018,6 +1096,8 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
         }
       }
     }
+    o = moved(o, step, -1), oa = moved(oa, step, -1);
+    if (c > c0) store_d(o.kv);  // D_{c−1}: visible to the dVn phase after (X)
     b = b == NB - 1 ? 0 : b + 1;
   }
   if (p.dh0 && ownD) {
@@ -1039,34 +1119,34 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
 // W and U (fp32) from delta_prep_kernel, the raw bf16 rows of k as the exact operand, W, S and diag(d) Vn
 // rounded to bf16 as operands (split into hi + lo pairs before session 21), fp32 accumulators; S held
 // in accumulator fragments for the whole stream (the reverse scan's warp map: 8 or 16 warps), the next
-// chunks' W, U tile, k rows, G and 1/‖k‖ copied by cp.async (the reverse scan's ring of three buffers,
-// two chunks ahead; W and the k rows from the prep's bf16 copies, as in the reverse scan: no record
-// table here). Writes what the exact
+// chunk's W, U tile, k rows, G and 1/‖k‖ copied by cp.async (double buffered; W and the k rows from the
+// prep's bf16 copies, as in the reverse scan: no record table here). Writes what the exact
 // kernel writes for the backward: S entering each chunk (hbuf, fp32) and Vn (fp32); the final state
 // only where state_out is set.
 
 struct delta_tc_hstate_smem {
   std::size_t Ws, Ub, Kr, G, ki, per;  // one chunk's buffer (dtc_scan_stages of them)
-  std::size_t Sh, Yh, dv, bytes;       // single: −S and diag(d) Vn in bf16 (transposed), d
+  std::size_t Sh, Yh, bytes;           // single: −S and diag(d) Vn in bf16 (transposed)
   __host__ __device__ explicit delta_tc_hstate_smem(int K) {
     using namespace dtc_detail;
     const std::size_t C = chunk_len;
     Ws = 0;
-    Ub = Ws + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    (void)K;  // rows at the pitch lbs of chunk_max_k
+    Ub = Ws + up128(C * lbs * sizeof(dtc_bf16));
     Kr = Ub + up128(C * lst * sizeof(float));
-    G = Kr + up128(C * ldb16(K) * sizeof(dtc_bf16));
+    G = Kr + up128(C * lbs * sizeof(dtc_bf16));
     ki = G + up128(C * sizeof(float));
     per = ki + up128(C * sizeof(float));
-    const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * ldb16(K) * sizeof(dtc_bf16));
+    const std::size_t tk = up128(static_cast<std::size_t>(dtc_scan_tile) * lbs * sizeof(dtc_bf16));
     const std::size_t tc = up128(static_cast<std::size_t>(dtc_scan_tile) * lc16 * sizeof(dtc_bf16));
-    Sh = dtc_scan_stages * per, Yh = Sh + tk, dv = Yh + tc;
-    bytes = dv + up128(C * sizeof(float));
+    Sh = dtc_scan_stages * per, Yh = Sh + tk;
+    bytes = Yh + tc;
   }
 };
 
 //! grid (V / 16, HV, S·P), NW · 32 threads (NW = 8 or 16 warps; the warp map of delta_tc_rscan_kernel:
-//! the S update as its D update, Vn as its dVn).
-template <class Dev, int NW>
+//! the S update as its D update, Vn as its dVn; FK as the reverse scan's).
+template <class Dev, int NW, bool FK = false>
 __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_params<Dev> p) {
   static_assert(std::is_same_v<Dev, dtc_bf16>, "linstate (cuda): the tensor-core delta kernels take bf16");
   static_assert((NW == 8 || NW == 16) && dtc_scan_tile == 16 && chunk_len == 64 && chunk_max_k == 128,
@@ -1077,7 +1157,8 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   constexpr int C = chunk_len, TS = dtc_scan_tile;
   constexpr int HH = 16 / NW;  // 8-column halves per warp in the S update (2 or 1)
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, lb = ldb16(K), k8 = K / 8, nkt = K / 16;
+  const int K = FK ? chunk_max_k : p.K, V = p.V, HV = p.HV, nkt = K / 16;
+  constexpr int lb = lbs;
   const delta_tc_hstate_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
@@ -1092,21 +1173,18 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   auto at_buf = [&](int b, std::size_t off) { return smem_raw + static_cast<std::size_t>(b) * L.per + off; };
   auto* Sh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Sh);  // [16][lb]  −S (bf16), transposed
   auto* Yh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Yh);  // [16][lc16] diag(d) Vn (bf16), transposed
-  float* dvec = reinterpret_cast<float*>(smem_raw + L.dv);  // [C] d
   // no record table: the prep's bf16 copies of W and of the k rows (gathered and zeroed there) are [C][K]
-  const copy_map mw(k8, tid, nt), mu(TS / 4, tid, nt);  // as the reverse scan's
-  auto issue = [&](index_t c, int b) {
-    const at_chunk o(c, hv, HV, K, V);
-    auto* Ws = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Ws));
+  const row_copy<NW * 32, chunk_max_k / 8, lbs> mw(tid, K);  // as the reverse scan's
+  const copy_map mu(TS / 4, tid, nt);
+  const unsigned sbuf = smem_addr(smem_raw);
+  const chunk_step step(HV, K, V);
+  // chunk c's tiles (o: its offsets) into buffer b
+  auto issue = [&](const at_chunk& o, int b) {
     auto* Ub = reinterpret_cast<float*>(at_buf(b, L.Ub));
-    auto* Kr = reinterpret_cast<dtc_bf16*>(at_buf(b, L.Kr));
     {
-      const index_t from = o.ck + 8 * mw.col;
-      const int to = 8 * mw.col;
-      for (int i = mw.row0; i < C; i += mw.rows) {
-        cp_async16(Ws + to + i * lb, p.Wh + from + i * K);
-        cp_async16(Kr + to + i * lb, p.kh + from + i * K);
-      }
+      const unsigned sb = sbuf + static_cast<unsigned>(static_cast<std::size_t>(b) * L.per);
+      mw(sb + static_cast<unsigned>(L.Ws), p.Wh + o.ck, K);
+      mw(sb + static_cast<unsigned>(L.Kr), p.kh + o.ck, K);
     }
     {
       const float* from = p.U + o.cv + j0 + 4 * mu.col;
@@ -1129,38 +1207,33 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
       const int a = 16 * tS + g + 8 * (e >> 1), j = 8 * (hS + x) + t2 + (e & 1);
       Sr[x][e] = (ownS && p.state_in) ? p.state_in[sbase + static_cast<index_t>(a) * V + j0 + j] : 0.f;
     }
-  // the ring (as the reverse scan's, forward in c): chunk c0 + n in buffer n % NB, issued at barrier (B)
-  // of chunk c − AH, one commit group per chunk (an empty one past the last)
+  // the ring (as the reverse scan's, forward in c): chunk c0 + n in buffer n % NB, issued right after
+  // barrier (X) of chunk c − AH, one commit group per chunk (an empty one past the last). Two barriers per
+  // chunk (since session 28; three before, S's stores and d between two of them): (X) → Vn → (Y) → S's
+  // update and the stores of the S it forms → (X).
   constexpr int NB = dtc_scan_stages, AH = NB - 1;
+  // S entering chunk c (in Sr): to hbuf, and −S in bf16 into Sh (transposed), which only the Vn phase
+  // reads (between (X) and (Y)), so S_{c+1} goes there right after the update that forms it
+  auto store_s = [&](index_t kv) {
+    if (ownS) store_scan_state<true>(Sr, p.hbuf + kv + j0, V, Sh, tS, hS, g, t2);
+  };
+  // chunk c's offsets (o, moved a chunk on per step) and those of chunk c + AH (oa), whose tiles the step issues
+  at_chunk o(c0, hv, HV, K, V);
 #pragma unroll
   for (int n = 0; n < AH; ++n) {
-    if (c0 + n < c1) issue(c0 + n, n);
+    if (c0 + n < c1) issue(moved(o, step, n), n);
     else cp_async_commit();
   }
+  if (c0 < c1) store_s(o.kv);
   int b = 0;  // chunk c's buffer
+  at_chunk oa = moved(o, step, AH);
   for (index_t c = c0; c < c1; ++c) {
-    const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c + AH's: chunk c − 1's, which every thread is done with after (A)
-    const at_chunk o(c, hv, HV, K, V);
+    const int bn = b == 0 ? NB - 1 : b - 1;  // chunk c + AH's: chunk c − 1's, which every thread is done with after (X)
     cp_async_wait_group<NB - 2>();
-    __syncthreads();  // (A) chunk c's tiles landed; every thread is done with the previous chunk
-    const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
-    // S entering this chunk: to hbuf, and −S in bf16 into Sh (transposed)
-    if (ownS) {
-#pragma unroll
-      for (int x = 0; x < HH; ++x)
-#pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int a = 16 * tS + g + 8 * e2, j = 8 * (hS + x) + t2;
-          const float x0 = Sr[x][2 * e2], x1 = Sr[x][2 * e2 + 1];
-          *reinterpret_cast<float2*>(p.hbuf + o.kv + static_cast<index_t>(a) * V + j0 + j) = make_float2(x0, x1);
-          store_bf16(-x0, Sh, j * lb + a);
-          store_bf16(-x1, Sh, (j + 1) * lb + a);
-        }
-    }
-    if (tid < C) dvec[tid] = __expf(Gc[C - 1] - Gc[tid]) * reinterpret_cast<const float*>(at_buf(b, L.ki))[tid];
-    __syncthreads();  // (B) Sh, d ready
-    if (c + AH < c1) issue(c + AH, bn);
+    __syncthreads();  // (X) chunk c's tiles landed; Sh holds −S_c; every thread is done with chunk c − 1
+    if (c + AH < c1) issue(oa, bn);
     else cp_async_commit();
+    const float* Gc = reinterpret_cast<const float*>(at_buf(b, L.G));
     if (warp < 8) {  // Vn = U − W S: rows 16(w % 4) … + 15, half w / 4
       const auto* Ws = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Ws));
       const auto* Ub = reinterpret_cast<const float*>(at_buf(b, L.Ub));
@@ -1168,23 +1241,19 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
       float acc[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[e] = Ub[(i0 + g + 8 * (e >> 1)) * lst + 8 * hh + t2 + (e & 1)];
-      for (int k0 = 0; k0 < K; k0 += 16) {
-        unsigned wh[4];  // rows i0 + g (+ 8), columns k0 + t2 (+ 8) by ldmatrix
-        ldsm_x4(wh, Ws + (i0 + (lane & 15)) * lb + k0 + 8 * (lane >> 4));
-        const int j = 8 * hh + g;
-        const unsigned bh[2] = {ld32(Sh + j * lb + k0 + t2), ld32(Sh + j * lb + k0 + t2 + 8)};
-        mma_bf16_16816(acc, wh, bh);
-      }
+      kd_product(acc, Ws, Sh, i0, hh, K, lane);  // W (−S)
+      const float* ki = reinterpret_cast<const float*>(at_buf(b, L.ki));
 #pragma unroll
       for (int e2 = 0; e2 < 2; ++e2) {
         const int i = i0 + g + 8 * e2, j = 8 * hh + t2;
-        const float di = dvec[i], x0 = acc[2 * e2], x1 = acc[2 * e2 + 1];
+        const float di = __expf(Gc[C - 1] - Gc[i]) * ki[i];  // d_i = e^{G_C − G_i}/‖k_i‖
+        const float x0 = acc[2 * e2], x1 = acc[2 * e2 + 1];
         *reinterpret_cast<float2*>(p.Vn + o.cv + static_cast<index_t>(i) * V + j0 + j) = make_float2(x0, x1);
         store_bf16(di * x0, Yh, j * lc16 + i);
         store_bf16(di * x1, Yh, (j + 1) * lc16 + i);
       }
     }
-    __syncthreads();  // (C) diag(d) Vn complete
+    __syncthreads();  // (Y) diag(d) Vn complete
     if (ownS) {  // S ← e^{G_C} S + kᵀ (diag(d) Vn) on the warp's tile
       const float eg = __expf(Gc[C - 1]);
       const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
@@ -1198,14 +1267,19 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
         unsigned ka[4];  // kᵀ(a, i) = k[i][a]: rows a0 …, columns k0 … by ldmatrix.trans (matrix l / 8 of
                          // lane l: its row l % 8 of the 8 × 8 block at +8 records if bit 1, +8 keys if bit 0)
         ldsm_x4_trans(ka, Kr + (k0 + (lane & 7) + 8 * (lane >> 4)) * lb + a0 + 8 * ((lane >> 3) & 1));
-#pragma unroll
-        for (int x = 0; x < HH; ++x) {
-          const int j = 8 * (hS + x) + g, i = k0 + t2;
-          const unsigned yh[2] = {ld32(Yh + j * lc16 + i), ld32(Yh + j * lc16 + i + 8)};
-          mma_bf16_16816(Sr[x], ka, yh);
+        unsigned yh[HH][2];
+        if constexpr (HH == 2) {  // both halves' B fragments by one ldmatrix (as the reverse scan's Sh, Nh)
+          ldsm_x4(as4(yh), Yh + (8 * hS + (lane & 7) + 8 * (lane >> 4)) * lc16 + k0 + 8 * ((lane >> 3) & 1));
+        } else {
+          const int j = 8 * hS + g, i = k0 + t2;
+          yh[0][0] = ld32(Yh + j * lc16 + i), yh[0][1] = ld32(Yh + j * lc16 + i + 8);
         }
+#pragma unroll
+        for (int x = 0; x < HH; ++x) mma_bf16_16816(Sr[x], ka, yh[x]);
       }
     }
+    o = moved(o, step, 1), oa = moved(oa, step, 1);
+    if (c + 1 < c1) store_s(o.kv);  // S_{c+1}: visible to the Vn phase after (X)
     b = b == NB - 1 ? 0 : b + 1;
   }
   if (p.state_out && ownS) {
@@ -1349,7 +1423,7 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
 //! writes for the two scans bound (bind_delta_buffers, delta_bf16_copies).
 template <class Dev>
 bool delta_tc_rscan_supported(const delta_params<Dev>& p) {
-  return delta_tc_supported(p) && reinterpret_cast<std::uintptr_t>(p.dO) % 16 == 0 && p.Wh && p.Ah && p.kh && p.qh;
+  return delta_tc_supported(p) && reinterpret_cast<std::uintptr_t>(p.dO) % 16 == 0 && p.Wh && p.Ah && p.kh && p.qh && p.svec && p.dotok;
 }
 
 //! Warps per block of the backward's two sequential passes (delta_tc_hstate_kernel,
@@ -1358,14 +1432,17 @@ bool delta_tc_rscan_supported(const delta_params<Dev>& p) {
 inline int delta_tc_bscan_warps = 8;
 
 //! The states entering each chunk and the reverse scan at NW warps per block, side by side where both
-//! grids fit (p: the backward's parameters; fwd: the same without state_out).
-template <int NW, class Dev>
-void enqueue_delta_tc_bscans(const delta_params<Dev>& p, const delta_params<Dev>& fwd, cudaStream_t stream, const char* api) {
+//! grids fit (p: the backward's parameters; fwd: the same without state_out); there the gradient
+//! kernels' dO role (enqueue_delta_dO_role) follows the states' pass on the side stream, beside the
+//! reverse scan, which then leaves dO32 to it. Returns whether the dO role ran. FK: K == chunk_max_k
+//! (the kernels' K a compile-time constant).
+template <int NW, bool FK, class Dev>
+bool enqueue_delta_tc_bscans(const delta_params<Dev>& p, const delta_params<Dev>& fwd, cudaStream_t stream, const char* api) {
   static const bool once = [api] {
-    check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_rscan_kernel<Dev, NW>),
+    check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_rscan_kernel<Dev, NW, FK>),
                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(delta_tc_rscan_smem(chunk_max_k).bytes)),
           "cudaFuncSetAttribute(delta_tc_rscan_kernel)", api);
-    check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_hstate_kernel<Dev, NW>),
+    check(cudaFuncSetAttribute(reinterpret_cast<const void*>(delta_tc_hstate_kernel<Dev, NW, FK>),
                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(delta_tc_hstate_smem(chunk_max_k).bytes)),
           "cudaFuncSetAttribute(delta_tc_hstate_kernel)", api);
     return true;
@@ -1377,11 +1454,31 @@ void enqueue_delta_tc_bscans(const delta_params<Dev>& p, const delta_params<Dev>
   const dim3 grid(static_cast<unsigned>(p.V / dtc_scan_tile), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.S * p.P));
   std::optional<side_stream::fork> f;
   if (delta_passes_side_by_side(static_cast<index_t>(grid.x) * grid.y * grid.z, api)) f.emplace(stream, api);
-  delta_tc_hstate_kernel<Dev, NW><<<grid, NW * 32, delta_tc_hstate_smem(p.K).bytes, f ? f->side() : stream>>>(fwd);
+  delta_tc_hstate_kernel<Dev, NW, FK><<<grid, NW * 32, delta_tc_hstate_smem(p.K).bytes, f ? f->side() : stream>>>(fwd);
   check_launch("delta_tc_hstate_kernel", api);
-  delta_tc_rscan_kernel<Dev, NW><<<grid, NW * 32, delta_tc_rscan_smem(p.K).bytes, stream>>>(p);
+  // side by side: the gradient kernels' dO role (dA = dO Vnᵀ, dQg = dO Sᵀ; S and Vn from the states'
+  // pass, dO gathered by the role itself) after the states' pass on the side stream, on the SMs it
+  // leaves while the reverse scan runs (H200, GDN at T = 32768: forward + backward 5.53 → 5.48 ms,
+  // session 27). Not where the scans run one after the other: there its own launch after them cost
+  // SSE-GDN n4k1s 3.6 % (12.06 against 11.64 ms), and it stays the third role of kernel 5a's launch.
+  delta_params<Dev> r = p;
+  r.dO32_by_grad = f.has_value();
+  if (f) {
+    // its blocks ask for enough shared memory that none shares an SM with a reverse-scan block (whose
+    // chunk-to-chunk latency is the backward's critical path), where the two would fit together
+    int per_sm = 0, dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice", api);
+    check(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev),
+          "cudaDeviceGetAttribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor)", api);
+    const std::size_t own = delta_gprod_smem(p.K).bytes, scan = delta_tc_rscan_smem(p.K).bytes, reserved = 1024;
+    const std::size_t apart =
+        static_cast<std::size_t>(per_sm) > scan + 2 * reserved ? static_cast<std::size_t>(per_sm) - scan - 2 * reserved + 16 : 0;
+    enqueue_delta_dO_role(r, std::max(own, std::min(apart, delta_gprod_smem_ceiling)), f->side(), api);
+  }
+  delta_tc_rscan_kernel<Dev, NW, FK><<<grid, NW * 32, delta_tc_rscan_smem(p.K).bytes, stream>>>(r);
   check_launch("delta_tc_rscan_kernel", api);
   if (f) f->join();
+  return r.dO32_by_grad;
 }
 
 //! The chunked delta-rule backward: the recomputation (delta_prep_kernel, then the entering states),
@@ -1395,9 +1492,11 @@ void enqueue_delta_backward(const delta_params<Dev>& p, cudaStream_t stream, con
       delta_params<Dev> fwd = p;
       fwd.state_out = nullptr, fwd.in_place = false;
       enqueue_delta_prep<D>(fwd, stream, api);
-      if (delta_tc_bscan_warps == 16) enqueue_delta_tc_bscans<16>(p, fwd, stream, api);
-      else enqueue_delta_tc_bscans<8>(p, fwd, stream, api);
-      enqueue_delta_grad<D>(p, stream, api);
+      // at 8 warps the kernels for K = chunk_max_k (the common K = 128) with K a compile-time constant
+      const bool dO_role_done = delta_tc_bscan_warps == 16 ? enqueue_delta_tc_bscans<16, false>(p, fwd, stream, api)
+                                : p.K == chunk_max_k      ? enqueue_delta_tc_bscans<8, true>(p, fwd, stream, api)
+                                                          : enqueue_delta_tc_bscans<8, false>(p, fwd, stream, api);
+      enqueue_delta_grad<D>(p, stream, api, dO_role_done);
       return;
     }
   }
