@@ -112,7 +112,10 @@ struct delta_params : chunk_bwd_params<Dev> {
   // backward (hbuf holds S entering each chunk, dbuf holds D)
   float* dO32 = nullptr;   // [chunks, HV, C, V]
   float* dVn = nullptr;    // [chunks, HV, C, V]
-  float* ws = nullptr;     // [chunks, HV, C, 3K + V + 2C] (delta_ws: the gradient kernels' products)
+  float* ws = nullptr;     // [chunks, HV, C(3K + V + 2C) + 8] (delta_ws: the gradient kernels' products)
+  // kernel 5a's first role forms ⟨D, S⟩ as the 8 warp sums delta_grad_bf16_kernel would (delta_ws::red), and
+  // that kernel reads them instead of D and S (enqueue_delta_grad: where it runs)
+  bool ds_by_products = false;
   // dO32 is gathered by delta_grad_products_kernel's dO role (from dO, before dA and dQg) instead of by
   // the reverse scan: the tensor-core backward where its dO role runs beside the reverse scan
   // (enqueue_delta_tc_bscans: only where the two scans run side by side)
@@ -146,7 +149,7 @@ template <class Dev>
 inline std::size_t delta_chunk_floats(index_t K, index_t V, bool backward) {
   const std::size_t C = chunk_len, k = static_cast<std::size_t>(K), v = static_cast<std::size_t>(V);
   std::size_t f = 3 * C * k + 2 * C * v + 2 * C * C + 4 * C;
-  if (backward) f += 2 * C * v + C * (3 * k + v + 2 * C);  // dO, dVn, the gradient kernels' workspace (delta_ws)
+  if (backward) f += 2 * C * v + C * (3 * k + v + 2 * C) + 8;  // dO, dVn, the gradient kernels' workspace (delta_ws)
   if (backward && delta_bf16_copies<Dev>) f += (3 * C * k + C * C) / 2 + 2 * C;  // Wh, kh, qh [C,K] and Ah [C,C] in bf16 (C even); s, dO tokens [C]
   return f;
 }
@@ -161,7 +164,7 @@ void bind_delta_buffers(delta_params<Dev>& d, float* base, index_t chunks, index
   d.U = take(C * V), d.Vn = take(C * V);
   d.Tm = take(C * C), d.A = take(C * C);
   d.G = take(C), d.b = take(C), d.kinv = take(C), d.qinv = take(C);
-  if (backward) d.dO32 = take(C * V), d.dVn = take(C * V), d.ws = take(C * (3 * K + V + 2 * C));
+  if (backward) d.dO32 = take(C * V), d.dVn = take(C * V), d.ws = take(C * (3 * K + V + 2 * C) + 8);
   if (backward && delta_bf16_copies<Dev>) {
     auto take_h = [&](index_t n) { return reinterpret_cast<__nv_bfloat16*>(take(n / 2)); };  // n even
     d.Wh = take_h(C * K), d.kh = take_h(C * K), d.qh = take_h(C * K), d.Ah = take_h(C * C);
@@ -1129,20 +1132,37 @@ __global__ void __launch_bounds__(delta_threads) delta_rscan_kernel(const delta_
 
 // --- 5. the gradient kernels ------------------------------------------------------------------------
 
-//! The gradient kernels' workspace of one (chunk, value head), [C, 3K + V + 2C] floats (delta_params::ws),
+//! The gradient kernels' workspace of one (chunk, value head), C(3K + V + 2C) + 8 floats (delta_params::ws),
 //! each piece on 16 bytes (K, V multiples of 4). Kernel 5a (delta_grad_products_kernel) writes the V-long
 //! products, kernel 5b (delta_grad_kernel) reads them:
 //!   dqg  [C,K]  dQg = dO Sᵀ                 dbw  [C,K]  −dB_W = dB_U Sᵀ      dbu  [C,V]  dB_U = Tᵀ dVn
 //!   dkd  [C,K]  dK̂ = Vn Dᵀ (before e^{G_C−G})  da   [C,C]  dA = dO Vnᵀ       dbuu [C,C]  dB_U Uᵀ
+//!   red  [8]    ⟨D, S⟩'s partial sums of delta_grad_bf16_kernel's 8 warps (p.ds_by_products)
 struct delta_ws {
-  float *dqg, *dbw, *dbu, *dkd, *da, *dbuu;
+  float *dqg, *dbw, *dbu, *dkd, *da, *dbuu, *red;
   template <class Dev>
   __device__ delta_ws(const delta_params<Dev>& p, index_t c, int hv) {
     const index_t C = chunk_len, K = p.K, V = p.V;
-    dqg = p.ws + (c * p.HV + hv) * C * (3 * K + V + 2 * C);
-    dbw = dqg + C * K, dbu = dbw + C * K, dkd = dbu + C * V, da = dkd + C * K, dbuu = da + C * C;
+    dqg = p.ws + (c * p.HV + hv) * (C * (3 * K + V + 2 * C) + 8);
+    dbw = dqg + C * K, dbu = dbw + C * K, dkd = dbu + C * V, da = dkd + C * K, dbuu = da + C * C, red = dbuu + C * C;
   }
 };
+
+namespace delta_grad_phase {  // (the rest of kernel 5b's phases below kernel 5a)
+//! This thread's part of ⟨D, S⟩ over the [K, V] fp32 state (n4 = K·V / 4 float4 loads).
+__device__ __forceinline__ float ds_part(const float* Dx, const float* S, int n4, int tid, int nt) {
+  const auto* d4 = reinterpret_cast<const float4*>(Dx);
+  const auto* s4 = reinterpret_cast<const float4*>(S);
+  float part = 0.f;
+#pragma unroll 4
+  for (int e = tid; e < n4; e += nt) {
+    const float4 x = d4[e], y = s4[e];
+    part = fmaf(x.x, y.x, part), part = fmaf(x.y, y.y, part), part = fmaf(x.z, y.z, part), part = fmaf(x.w, y.w, part);
+  }
+  return part;
+}
+
+}  // namespace delta_grad_phase
 
 // --- 5a. delta_grad_products_kernel ----------------------------------------------------------------
 //
@@ -1200,6 +1220,11 @@ __global__ void __launch_bounds__(delta_gprod_threads, 2) delta_grad_products_ke
   const float* S = p.hbuf + o.kv;    // [K,V] entering state
   const float* Vn = p.Vn + o.cv;     // [C,V]
   if (role == 0) {
+    if (p.ds_by_products) {  // ⟨D, S⟩ as delta_grad_bf16_kernel's 8 warps sum it (the same thread map, order and sums)
+      float part = delta_grad_phase::ds_part(p.dbuf + o.kv, S, K * V / 4, tid, nt);
+      part = delta_detail::warp_sum(part);
+      if ((tid & 31) == 0) w.red[tid >> 5] = part;
+    }
     gemm_abt_staged<Dev, NT>(w.dkd, K, Vn, V, p.dbuf + o.kv, V, C, K, V, false, stage);  // dK̂ = Vn Dᵀ
   } else if (role == 2) {
     auto* recs = reinterpret_cast<chunk_record*>(smem_raw + L.recs);
@@ -1320,19 +1345,6 @@ __device__ __forceinline__ void load_a_da(float* Am, float* X, const delta_param
     if (any_r) *reinterpret_cast<float4*>(X + i * ldc + j) = da4[e];
     *reinterpret_cast<float4*>(Am + i * ldc + j) = xa;
   }
-}
-
-//! This thread's part of ⟨D, S⟩ over the [K, V] fp32 state (n4 = K·V / 4 float4 loads).
-__device__ __forceinline__ float ds_part(const float* Dx, const float* S, int n4, int tid, int nt) {
-  const auto* d4 = reinterpret_cast<const float4*>(Dx);
-  const auto* s4 = reinterpret_cast<const float4*>(S);
-  float part = 0.f;
-#pragma unroll 4
-  for (int e = tid; e < n4; e += nt) {
-    const float4 x = d4[e], y = s4[e];
-    part = fmaf(x.x, y.x, part), part = fmaf(x.y, y.y, part), part = fmaf(x.z, y.z, part), part = fmaf(x.w, y.w, part);
-  }
-  return part;
 }
 
 //! S' = e^{G_C} S + Kdᵀ Vn, one warp per row i: c_i = e^{G_C − G_i} ⟨dKd_i, k̂_i⟩ → cvec[i], dG[i] −= c_i,
@@ -1673,6 +1685,8 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
 // (⟨D, S⟩ over 8 warps, not 16) add in another order, so the gradients are not delta_grad_kernel's bits.
 
 inline constexpr int delta_grad2_threads = 256;  //!< kernel 5b for bf16 inputs: 8 warps, two blocks per SM
+static_assert(delta_grad2_threads == delta_gprod_threads,
+              "kernel 5a forms ⟨D, S⟩'s partial sums for delta_grad_bf16_kernel with its thread map (ds_by_products)");
 
 namespace delta_detail {
 __host__ __device__ constexpr int ldh(int K) { return K + 8; }  //!< bf16 rows of K̂, Q: 16-byte multiples (ldmatrix)
@@ -1827,9 +1841,13 @@ __global__ void __launch_bounds__(delta_grad2_threads, 2) delta_grad_bf16_kernel
   __syncthreads();
 
   // S' = e^{G_C} S + Kdᵀ Vn:  dKd = Vn Dᵀ (kernel 5a, in dK), c_i = ⟨dKd_i, Kd_i⟩, dG_C += Σ c_i + e^{G_C} ⟨D, S⟩
-  float part = delta_grad_phase::ds_part(Dx, S, K * V / 4, tid, nt);
-  part = warp_sum(part);
-  if (lane == 0) red[warp] = part;
+  if (p.ds_by_products) {  // ⟨D, S⟩'s warp partials from kernel 5a's first role
+    if (tid < nwarps) red[tid] = w.red[tid];
+  } else {
+    float part = delta_grad_phase::ds_part(Dx, S, K * V / 4, tid, nt);
+    part = warp_sum(part);
+    if (lane == 0) red[warp] = part;
+  }
   delta_grad_phase::decay_rows(dK, lk, kn, K, G, gl, cvec, dG, K, warp, nwarps, lane);
   __syncthreads();
   float dGl = 0.f;
@@ -2094,14 +2112,18 @@ template <class D, class Dev>
 void enqueue_delta_grad(const delta_params<Dev>& p, cudaStream_t stream, const char* api, bool dO_role_done = false) {
   const index_t chunks = p.rt.max_chunks;
   if (chunks > 0) {
+    bool two_blocks = false;  // kernel 5b: delta_grad_bf16_kernel (8 warps, two blocks per SM)
+    if constexpr (std::is_same_v<Dev, __nv_bfloat16>) two_blocks = p.K % 16 == 0 && delta_grad_two_blocks_enabled;
+    delta_params<Dev> q = p;
+    q.ds_by_products = two_blocks;  // its ⟨D, S⟩ from kernel 5a's first role
     const int nroles = dO_role_done ? 2 : 3;  // roles [0, 2), and the dO role (2) unless it ran already
     delta_grad_products_kernel<Dev><<<dim3(static_cast<unsigned>(nroles * chunks), static_cast<unsigned>(p.HV)), delta_gprod_threads,
-                                      delta_gprod_smem(p.K).bytes, stream>>>(p, 0, nroles);
+                                      delta_gprod_smem(p.K).bytes, stream>>>(q, 0, nroles);
     check_launch("delta_grad_products_kernel", api);
     const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.HV));
     if constexpr (std::is_same_v<Dev, __nv_bfloat16>) {
-      if (p.K % 16 == 0 && delta_grad_two_blocks_enabled) {  // 8 warps, two blocks per SM
-        delta_grad_bf16_kernel<D><<<grid, delta_grad2_threads, delta_grad2_smem(p.K).bytes, stream>>>(p);
+      if (two_blocks) {
+        delta_grad_bf16_kernel<D><<<grid, delta_grad2_threads, delta_grad2_smem(p.K).bytes, stream>>>(q);
         check_launch("delta_grad_bf16_kernel", api);
         return;
       }
