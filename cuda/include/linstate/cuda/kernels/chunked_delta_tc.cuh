@@ -123,20 +123,83 @@ __device__ __forceinline__ void unpack8(uint4 u, float* x) {
   }
 }
 
-namespace w = nvcuda::wmma;
-using frag_acc = w::fragment<w::accumulator, 16, 16, 16, float>;
-template <class L>
-using frag_a = w::fragment<w::matrix_a, 16, 16, 16, dtc_bf16, L>;
-template <class L>
-using frag_b = w::fragment<w::matrix_b, 16, 16, 16, dtc_bf16, L>;
+__device__ __forceinline__ unsigned smem_addr(const void* s) { return static_cast<unsigned>(__cvta_generic_to_shared(s)); }
+// (ldsm_x4 and ldsm_x4_trans: chunked.cuh)
 
-//! One warp: its 16×16 fp32 tile `c` (through the warp's staging tile `st`, [16][lst]) to bf16 rows
-//! of `dst` (pitch ld elements, 16-byte aligned), times s. Lane l writes row l/2, columns 8(l%2)…+7.
-__device__ __forceinline__ void store_tile_bf16(dtc_bf16* dst, int ld, const frag_acc& c, float* st, float s = 1.f) {
+//! One warp's 16×16 fp32 product tile as two m16n8k16 accumulators: d[h] holds rows g and g + 8,
+//! columns 8h + 2t and 8h + 2t + 1 (g = lane / 4, t = lane % 4; PTX's fragment layout).
+struct acc16 {
+  float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+};
+//! The row and column (elements) of the 16 × 16 bf16 block whose address lane `l` gives to ldmatrix.x4:
+//! A row-major (fragments a0 … a3); B given as the rows of Bᵀ (n rows, k contiguous: untransposed, the
+//! two n-halves' b0, b1 in registers 0, 1 and 2, 3); B row-major (k rows, n contiguous: .trans, likewise).
+__device__ __forceinline__ int a_row(int l) { return l & 15; }
+__device__ __forceinline__ int a_col(int l) { return 8 * (l >> 4); }
+__device__ __forceinline__ int bt_row(int l) { return (l & 7) + 8 * (l >> 4); }
+__device__ __forceinline__ int bt_col(int l) { return 8 * ((l >> 3) & 1); }
+__device__ __forceinline__ int b_row(int l) { return (l & 7) + 8 * ((l >> 3) & 1); }
+__device__ __forceinline__ int b_col(int l) { return 8 * (l >> 4); }
+
+//! d += A·B over `ks` k-steps of 16, k ascending, two m16n8k16 products a k-step (the two HMMA.16816 of
+//! wmma's 16×16×16 bf16 product, on the same fragments: the same bits). a: the lane's shared address
+//! of A's 16 rows at k = 0 (a_row, a_col; k contiguous, 32 bytes a step). mma_tile_abt: B as the
+//! rows of Bᵀ (bt_row, bt_col; k contiguous); mma_tile_ab: B row-major (b_row, b_col; `bstep` bytes
+//! a k-step).
+__device__ __forceinline__ void mma_tile_abt(acc16& d, unsigned a, unsigned bt, int ks) {
+  for (int k = 0; k < ks; ++k) {
+    unsigned fa[4], fb[4];
+    ldsm_x4(fa, a + 32u * k);
+    ldsm_x4(fb, bt + 32u * k);
+    const unsigned b0[2] = {fb[0], fb[1]}, b1[2] = {fb[2], fb[3]};
+    x3_detail::mma_bf16_16816(d.d[0], fa, b0);
+    x3_detail::mma_bf16_16816(d.d[1], fa, b1);
+  }
+}
+__device__ __forceinline__ void mma_tile_ab(acc16& d, unsigned a, unsigned b, int bstep, int ks) {
+  for (int k = 0; k < ks; ++k) {
+    unsigned fa[4], fb[4];
+    ldsm_x4(fa, a + 32u * k);
+    ldsm_x4_trans(fb, b + static_cast<unsigned>(bstep * k));
+    const unsigned b0[2] = {fb[0], fb[1]}, b1[2] = {fb[2], fb[3]};
+    x3_detail::mma_bf16_16816(d.d[0], fa, b0);
+    x3_detail::mma_bf16_16816(d.d[1], fa, b1);
+  }
+}
+
+//! The warp's tile d into fp32 rows r0 … r0 + 15, columns c0 … c0 + 15 of `out` (pitch ld, even).
+__device__ __forceinline__ void store_acc(float* out, int ld, int r0, int c0, const acc16& d) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float* o = out + (r0 + g) * ld + c0 + 8 * h + 2 * t;
+    *reinterpret_cast<float2*>(o) = make_float2(d.d[h][0], d.d[h][1]);
+    *reinterpret_cast<float2*>(o + 8 * ld) = make_float2(d.d[h][2], d.d[h][3]);
+  }
+}
+
+//! One warp: its tile d (through the warp's staging tile `st`, [16][lst]) to bf16 rows of `dst` (pitch
+//! ld elements, 16-byte aligned). Lane l writes row l/2, columns 8(l%2)…+7.
+__device__ __forceinline__ void store_acc_bf16(dtc_bf16* dst, int ld, const acc16& d, float* st) {
   const int lane = static_cast<int>(threadIdx.x) & 31, r = lane >> 1, h = (lane & 1) * 8;
-  w::store_matrix_sync(st, c, lst, w::mem_row_major);
+  store_acc(st, lst, 0, 0, d);
   __syncwarp();
-  *reinterpret_cast<uint4*>(dst + static_cast<index_t>(r) * ld + h) = pack8(st + r * lst + h, s);
+  *reinterpret_cast<uint4*>(dst + static_cast<index_t>(r) * ld + h) = pack8(st + r * lst + h, 1.f);
+  __syncwarp();
+}
+
+//! One warp: its tile d transposed (through `st`) to fp32 rows of `dst` (pitch ld floats, 16-byte
+//! aligned): dst[c · ld + r] = d(r, c). Lane l writes row l/2, columns 8(l%2)…+7 (two 16-byte stores).
+__device__ __forceinline__ void store_acc_t(float* dst, int ld, const acc16& d, float* st) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t = lane & 3, r = lane >> 1, h = (lane & 1) * 8;
+#pragma unroll
+  for (int q = 0; q < 2; ++q)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) st[(8 * q + 2 * t + (e & 1)) * lst + g + 8 * (e >> 1)] = d.d[q][e];
+  __syncwarp();
+  const float4* s4 = reinterpret_cast<const float4*>(st + r * lst + h);
+  float4* d4 = reinterpret_cast<float4*>(dst + static_cast<index_t>(r) * ld + h);
+  d4[0] = s4[0], d4[1] = s4[1];
   __syncwarp();
 }
 
@@ -254,24 +317,17 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   }
   if (tid < C) p.G[o.c + tid] = G[tid];
   __syncthreads();
-  // K̂K̂ᵀ and QK̂ᵀ on tensor cores, the 10 tiles on or below the diagonal each
+  // K̂K̂ᵀ and QK̂ᵀ on tensor cores, the 10 tiles on or below the diagonal each (two m16n8k16 products a
+  // k-step, k ascending: the products wmma's 16×16×16 form issued)
   for (int t = warp; t < 20; t += nwarps) {
     const int u = t % 10;
     int ti = 0;
     while ((ti + 1) * (ti + 2) / 2 <= u) ++ti;
     const int tj = u - ti * (ti + 1) / 2;
-    const dtc_bf16* X = t < 10 ? Kb : Qb;
-    float* out = t < 10 ? Lm : Am;
-    frag_acc acc;
-    w::fill_fragment(acc, 0.f);
-    for (int k0 = 0; k0 < K; k0 += 16) {
-      frag_a<w::row_major> fa;
-      frag_b<w::col_major> fb;
-      w::load_matrix_sync(fa, X + ti * 16 * lk + k0, static_cast<unsigned>(lk));
-      w::load_matrix_sync(fb, Kb + tj * 16 * lk + k0, static_cast<unsigned>(lk));
-      w::mma_sync(acc, fa, fb, acc);
-    }
-    w::store_matrix_sync(out + ti * 16 * ldf + tj * 16, acc, ldf, w::mem_row_major);
+    acc16 d;
+    mma_tile_abt(d, smem_addr((t < 10 ? Kb : Qb) + (ti * 16 + a_row(lane)) * lk + a_col(lane)),
+                 smem_addr(Kb + (tj * 16 + bt_row(lane)) * lk + bt_col(lane)), K / 16);
+    store_acc(t < 10 ? Lm : Am, ldf, ti * 16, tj * 16, d);
   }
   __syncthreads();
   // L = strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ) (fp32, in place), A = lower_incl(QK̂ᵀ ⊙ Γ) to global in bf16
@@ -355,16 +411,10 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
     const int tn = K / 16;
     for (int t = warp; t < 4 * tn; t += nwarps) {
       const int ti = t / tn, tj = t % tn;
-      frag_acc acc;
-      w::fill_fragment(acc, 0.f);
-      for (int k0 = 0; k0 <= ti * 16; k0 += 16) {  // T is lower triangular by blocks
-        frag_a<w::row_major> fa;
-        frag_b<w::row_major> fb;
-        w::load_matrix_sync(fa, T16 + ti * 16 * ldv16 + k0, static_cast<unsigned>(ldv16));
-        w::load_matrix_sync(fb, Kb + k0 * lk + tj * 16, static_cast<unsigned>(lk));
-        w::mma_sync(acc, fa, fb, acc);
-      }
-      store_tile_bf16(p.w + o.ck + ti * 16 * K + tj * 16, K, acc, st);
+      acc16 d;  // T is lower triangular by blocks: k-steps 0 … ti
+      mma_tile_ab(d, smem_addr(T16 + (ti * 16 + a_row(lane)) * ldv16 + a_col(lane)), smem_addr(Kb + b_row(lane) * lk + tj * 16 + b_col(lane)),
+                  16 * lk * static_cast<int>(sizeof(dtc_bf16)), ti + 1);
+      store_acc_bf16(p.w + o.ck + ti * 16 * K + tj * 16, K, d, st);
     }
   }
   // (2): U = T (b V), 64 columns at a time, fp32 straight to global
@@ -383,17 +433,10 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
     const int tn = n / 16;
     for (int t = warp; t < 4 * tn; t += nwarps) {
       const int ti = t / tn, tj = t % tn;
-      frag_acc acc;
-      w::fill_fragment(acc, 0.f);
-      for (int k0 = 0; k0 <= ti * 16; k0 += 16) {
-        frag_a<w::row_major> fa;
-        frag_b<w::row_major> fb;
-        w::load_matrix_sync(fa, T16 + ti * 16 * ldv16 + k0, static_cast<unsigned>(ldv16));
-        w::load_matrix_sync(fb, Vb + k0 * ldv16 + tj * 16, static_cast<unsigned>(ldv16));
-        w::mma_sync(acc, fa, fb, acc);
-      }
-      w::store_matrix_sync(p.U + o.cv + static_cast<index_t>(j0 + tj * 16) * C + ti * 16, acc, static_cast<unsigned>(C),
-                           w::mem_col_major);  // Uᵀ [V, C]
+      acc16 d;
+      mma_tile_ab(d, smem_addr(T16 + (ti * 16 + a_row(lane)) * ldv16 + a_col(lane)), smem_addr(Vb + b_row(lane) * ldv16 + tj * 16 + b_col(lane)),
+                  16 * ldv16 * static_cast<int>(sizeof(dtc_bf16)), ti + 1);
+      store_acc_t(p.U + o.cv + static_cast<index_t>(j0 + tj * 16) * C + ti * 16, C, d, st);  // Uᵀ [V, C]
     }
   }
 }
@@ -426,8 +469,6 @@ namespace dtc_detail {
 inline constexpr int ldu = chunk_len + 8;             //!< fp32 [16][C] pitch of the staged Uᵀ rows (≡ 8 mod 32 words)
 inline constexpr int lks = chunk_max_k + 8;           //!< bf16 pitch of the state kernel's K-wide rows (fixed: immediates)
 
-__device__ __forceinline__ unsigned smem_addr(const void* s) { return static_cast<unsigned>(__cvta_generic_to_shared(s)); }
-// (ldsm_x4 and ldsm_x4_trans: chunked.cuh)
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
