@@ -54,7 +54,6 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -124,65 +123,17 @@ __device__ __forceinline__ void unpack8(uint4 u, float* x) {
 }
 
 __device__ __forceinline__ unsigned smem_addr(const void* s) { return static_cast<unsigned>(__cvta_generic_to_shared(s)); }
-// (ldsm_x4 and ldsm_x4_trans: chunked.cuh)
+// (ldsm_x4 and ldsm_x4_trans: tile_mma.cuh)
 
-//! One warp's 16×16 fp32 product tile as two m16n8k16 accumulators: d[h] holds rows g and g + 8,
-//! columns 8h + 2t and 8h + 2t + 1 (g = lane / 4, t = lane % 4; PTX's fragment layout).
-struct acc16 {
-  float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-};
-//! The row and column (elements) of the 16 × 16 bf16 block whose address lane `l` gives to ldmatrix.x4:
-//! A row-major (fragments a0 … a3); B given as the rows of Bᵀ (n rows, k contiguous: untransposed, the
-//! two n-halves' b0, b1 in registers 0, 1 and 2, 3); B row-major (k rows, n contiguous: .trans, likewise).
-__device__ __forceinline__ int a_row(int l) { return l & 15; }
-__device__ __forceinline__ int a_col(int l) { return 8 * (l >> 4); }
-__device__ __forceinline__ int bt_row(int l) { return (l & 7) + 8 * (l >> 4); }
-__device__ __forceinline__ int bt_col(int l) { return 8 * ((l >> 3) & 1); }
-__device__ __forceinline__ int b_row(int l) { return (l & 7) + 8 * ((l >> 3) & 1); }
-__device__ __forceinline__ int b_col(int l) { return 8 * (l >> 4); }
-
-//! d += A·B over `ks` k-steps of 16, k ascending, two m16n8k16 products a k-step (the two HMMA.16816 of
-//! wmma's 16×16×16 bf16 product, on the same fragments: the same bits). a: the lane's shared address
-//! of A's 16 rows at k = 0 (a_row, a_col; k contiguous, 32 bytes a step). mma_tile_abt: B as the
-//! rows of Bᵀ (bt_row, bt_col; k contiguous); mma_tile_ab: B row-major (b_row, b_col; `bstep` bytes
-//! a k-step).
-__device__ __forceinline__ void mma_tile_abt(acc16& d, unsigned a, unsigned bt, int ks) {
-  for (int k = 0; k < ks; ++k) {
-    unsigned fa[4], fb[4];
-    ldsm_x4(fa, a + 32u * k);
-    ldsm_x4(fb, bt + 32u * k);
-    const unsigned b0[2] = {fb[0], fb[1]}, b1[2] = {fb[2], fb[3]};
-    x3_detail::mma_bf16_16816(d.d[0], fa, b0);
-    x3_detail::mma_bf16_16816(d.d[1], fa, b1);
-  }
-}
-__device__ __forceinline__ void mma_tile_ab(acc16& d, unsigned a, unsigned b, int bstep, int ks) {
-  for (int k = 0; k < ks; ++k) {
-    unsigned fa[4], fb[4];
-    ldsm_x4(fa, a + 32u * k);
-    ldsm_x4_trans(fb, b + static_cast<unsigned>(bstep * k));
-    const unsigned b0[2] = {fb[0], fb[1]}, b1[2] = {fb[2], fb[3]};
-    x3_detail::mma_bf16_16816(d.d[0], fa, b0);
-    x3_detail::mma_bf16_16816(d.d[1], fa, b1);
-  }
-}
-
-//! The warp's tile d into fp32 rows r0 … r0 + 15, columns c0 … c0 + 15 of `out` (pitch ld, even).
-__device__ __forceinline__ void store_acc(float* out, int ld, int r0, int c0, const acc16& d) {
-  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float* o = out + (r0 + g) * ld + c0 + 8 * h + 2 * t;
-    *reinterpret_cast<float2*>(o) = make_float2(d.d[h][0], d.d[h][1]);
-    *reinterpret_cast<float2*>(o + 8 * ld) = make_float2(d.d[h][2], d.d[h][3]);
-  }
-}
+//! One warp's 16×16 fp32 product tile: mma_detail's accumulators (tile_mma.cuh; lane l holds rows
+//! l/4 and l/4 + 8, columns 8h + 2(l%4) and + 1 in d[h]).
+using acc16 = float[2][4];
 
 //! One warp: its tile d (through the warp's staging tile `st`, [16][lst]) to bf16 rows of `dst` (pitch
 //! ld elements, 16-byte aligned). Lane l writes row l/2, columns 8(l%2)…+7.
 __device__ __forceinline__ void store_acc_bf16(dtc_bf16* dst, int ld, const acc16& d, float* st) {
   const int lane = static_cast<int>(threadIdx.x) & 31, r = lane >> 1, h = (lane & 1) * 8;
-  store_acc(st, lst, 0, 0, d);
+  mma_detail::store_c(st, lst, 0, 0, d, lane);
   __syncwarp();
   *reinterpret_cast<uint4*>(dst + static_cast<index_t>(r) * ld + h) = pack8(st + r * lst + h, 1.f);
   __syncwarp();
@@ -195,7 +146,7 @@ __device__ __forceinline__ void store_acc_t(float* dst, int ld, const acc16& d, 
 #pragma unroll
   for (int q = 0; q < 2; ++q)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) st[(8 * q + 2 * t + (e & 1)) * lst + g + 8 * (e >> 1)] = d.d[q][e];
+    for (int e = 0; e < 4; ++e) st[(8 * q + 2 * t + (e & 1)) * lst + g + 8 * (e >> 1)] = d[q][e];
   __syncwarp();
   const float4* s4 = reinterpret_cast<const float4*>(st + r * lst + h);
   float4* d4 = reinterpret_cast<float4*>(dst + static_cast<index_t>(r) * ld + h);
@@ -324,10 +275,9 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
     int ti = 0;
     while ((ti + 1) * (ti + 2) / 2 <= u) ++ti;
     const int tj = u - ti * (ti + 1) / 2;
-    acc16 d;
-    mma_tile_abt(d, smem_addr((t < 10 ? Kb : Qb) + (ti * 16 + a_row(lane)) * lk + a_col(lane)),
-                 smem_addr(Kb + (tj * 16 + bt_row(lane)) * lk + bt_col(lane)), K / 16);
-    store_acc(t < 10 ? Lm : Am, ldf, ti * 16, tj * 16, d);
+    acc16 d = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    mma_detail::mma_steps<row_major_t, col_major_t>(d, t < 10 ? Kb : Qb, lk, Kb, lk, ti * 16, tj * 16, K, lane);
+    mma_detail::store_c(t < 10 ? Lm : Am, ldf, ti * 16, tj * 16, d, lane);
   }
   __syncthreads();
   // L = strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ) (fp32, in place), A = lower_incl(QK̂ᵀ ⊙ Γ) to global in bf16
@@ -411,9 +361,8 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
     const int tn = K / 16;
     for (int t = warp; t < 4 * tn; t += nwarps) {
       const int ti = t / tn, tj = t % tn;
-      acc16 d;  // T is lower triangular by blocks: k-steps 0 … ti
-      mma_tile_ab(d, smem_addr(T16 + (ti * 16 + a_row(lane)) * ldv16 + a_col(lane)), smem_addr(Kb + b_row(lane) * lk + tj * 16 + b_col(lane)),
-                  16 * lk * static_cast<int>(sizeof(dtc_bf16)), ti + 1);
+      acc16 d = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};  // T is lower triangular by blocks: k-steps 0 … ti
+      mma_detail::mma_steps<row_major_t, row_major_t>(d, T16, ldv16, Kb, lk, ti * 16, tj * 16, 16 * (ti + 1), lane);
       store_acc_bf16(p.w + o.ck + ti * 16 * K + tj * 16, K, d, st);
     }
   }
@@ -433,9 +382,8 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
     const int tn = n / 16;
     for (int t = warp; t < 4 * tn; t += nwarps) {
       const int ti = t / tn, tj = t % tn;
-      acc16 d;
-      mma_tile_ab(d, smem_addr(T16 + (ti * 16 + a_row(lane)) * ldv16 + a_col(lane)), smem_addr(Vb + b_row(lane) * ldv16 + tj * 16 + b_col(lane)),
-                  16 * ldv16 * static_cast<int>(sizeof(dtc_bf16)), ti + 1);
+      acc16 d = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      mma_detail::mma_steps<row_major_t, row_major_t>(d, T16, ldv16, Vb, ldv16, ti * 16, tj * 16, 16 * (ti + 1), lane);
       store_acc_t(p.U + o.cv + static_cast<index_t>(j0 + tj * 16) * C + ti * 16, C, d, st);  // Uᵀ [V, C]
     }
   }
