@@ -297,13 +297,8 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   __syncthreads();
   // (1): T's diagonal blocks, one column per thread: T_rc = −Σ_{c ≤ l < r} L_rl T_lc
   if (tid < 64) {
-    const int d = tid / 16, col = tid % 16, o0 = d * 16;
-    float* Td = Dg + d * 16 * 17;
-    for (int r = 0; r < 16; ++r) {
-      float s = 0.f;
-      for (int l = col; l < r; ++l) s = fmaf(Lm[(o0 + r) * ldf + o0 + l], Td[l * 17 + col], s);
-      Td[r * 17 + col] = r < col ? 0.f : r == col ? 1.f : -s;
-    }
+    const int d = tid / 16, o0 = d * 16;
+    unit_lower_inverse_column(Lm + o0 * ldf + o0, ldf, Dg + d * 16 * 17, 17, tid % 16);
   }
   __syncthreads();
   // block rows 1..3: X_ij = Σ_{j ≤ m < i} L_im T_mj (into Am), then T_ij = −T_ii X_ij (into Lm's block)
