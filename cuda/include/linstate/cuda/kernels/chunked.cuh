@@ -846,27 +846,7 @@ __device__ __forceinline__ void warp_intra_tile(int task, const __nv_bfloat16* Q
   }
 }
 
-//! ldmatrix.x4.trans: four 8 × 8 bf16 blocks of shared memory, transposed into mma fragments; lane l
-//! gives the address of row l % 8 of block l / 8 (16-byte aligned rows).
-__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], unsigned addr) {  // addr: a shared-memory address
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* s) {
-  ldsm_x4_trans(r, static_cast<unsigned>(__cvta_generic_to_shared(s)));
-}
-
-//! ldmatrix.x4: four 8 × 8 bf16 blocks of shared memory into mma fragments, untransposed; lane l gives
-//! the address of row l % 8 of block l / 8 (16-byte aligned rows).
-__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {  // addr: a shared-memory address
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* s) {
-  ldsm_x4(r, static_cast<unsigned>(__cvta_generic_to_shared(s)));
-}
+// (ldsm_x4, ldsm_x4_trans: tile_mma.cuh)
 
 //! Waits at named barrier `id` (1 … 15; __syncthreads is 0) for `threads` threads (a multiple of 32):
 //! a barrier among some warps of the block, the others going on.

@@ -552,6 +552,24 @@ __device__ __forceinline__ void split_mma(float* C, int ldc, const __nv_bfloat16
   }
 }
 
+//! Column `col` of T = (I + L)⁻¹ for one 16×16 diagonal block of a strictly lower-triangular L (fp32
+//! rows at pitch ldl): T_rc = −Σ_{c ≤ l < r} L_rl T_lc, T_cc = 1, 0 above — forward substitution, one
+//! thread per column, written into T (pitch ldt). The column is kept in registers and both loops are
+//! unrolled, so the row sums issue their loads of L at once and only the last term of each waits for the
+//! row before; the same fmaf in the same order as the loop over l = c … r − 1, so the same bits.
+__device__ __forceinline__ void unit_lower_inverse_column(const float* L, int ldl, float* T, int ldt, int col) {
+  float t[16];
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    float s = 0.f;
+#pragma unroll
+    for (int l = 0; l < r; ++l)
+      if (l >= col) s = fmaf(L[r * ldl + l], t[l], s);
+    t[r] = r < col ? 0.f : r == col ? 1.f : -s;
+    T[r * ldt + col] = t[r];
+  }
+}
+
 }  // namespace delta_detail
 
 // --- 1. delta_prep_kernel --------------------------------------------------------------------------
@@ -681,12 +699,8 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
   // row X_ij = Σ_{j ≤ m < i} L_im T_mj (into Xs) and T_ij = −T_ii X_ij. (One column per thread over
   // all 64 rows made a 2016-step dependent chain on two warps.)
   if (tid < C) {
-    const int o0 = (tid / 16) * 16, col = tid % 16;
-    for (int r = 0; r < 16; ++r) {
-      float s = 0.f;
-      for (int l = col; l < r; ++l) s = fmaf(Lm[(o0 + r) * ldc + o0 + l], Tm[(o0 + l) * ldc + o0 + col], s);
-      Tm[(o0 + r) * ldc + o0 + col] = r < col ? 0.f : r == col ? 1.f : -s;
-    }
+    const int o0 = (tid / 16) * 16;
+    unit_lower_inverse_column(Lm + o0 * ldc + o0, ldc, Tm + o0 * ldc + o0, ldc, tid % 16);
   }
   for (int e = tid; e < C * C; e += nt) {
     const int i = e / C, j = e % C;

@@ -58,7 +58,6 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -128,20 +127,35 @@ __device__ __forceinline__ void unpack8(uint4 u, float* x) {
   }
 }
 
-namespace w = nvcuda::wmma;
-using frag_acc = w::fragment<w::accumulator, 16, 16, 16, float>;
-template <class L>
-using frag_a = w::fragment<w::matrix_a, 16, 16, 16, dtc_bf16, L>;
-template <class L>
-using frag_b = w::fragment<w::matrix_b, 16, 16, 16, dtc_bf16, L>;
+__device__ __forceinline__ unsigned smem_addr(const void* s) { return static_cast<unsigned>(__cvta_generic_to_shared(s)); }
+// (ldsm_x4 and ldsm_x4_trans: tile_mma.cuh)
 
-//! One warp: its 16×16 fp32 tile `c` (through the warp's staging tile `st`, [16][lst]) to bf16 rows
-//! of `dst` (pitch ld elements, 16-byte aligned), times s. Lane l writes row l/2, columns 8(l%2)…+7.
-__device__ __forceinline__ void store_tile_bf16(dtc_bf16* dst, int ld, const frag_acc& c, float* st, float s = 1.f) {
+//! One warp's 16×16 fp32 product tile: mma_detail's accumulators (tile_mma.cuh; lane l holds rows
+//! l/4 and l/4 + 8, columns 8h + 2(l%4) and + 1 in d[h]).
+using acc16 = float[2][4];
+
+//! One warp: its tile d (through the warp's staging tile `st`, [16][lst]) to bf16 rows of `dst` (pitch
+//! ld elements, 16-byte aligned). Lane l writes row l/2, columns 8(l%2)…+7.
+__device__ __forceinline__ void store_acc_bf16(dtc_bf16* dst, int ld, const acc16& d, float* st) {
   const int lane = static_cast<int>(threadIdx.x) & 31, r = lane >> 1, h = (lane & 1) * 8;
-  w::store_matrix_sync(st, c, lst, w::mem_row_major);
+  mma_detail::store_c(st, lst, 0, 0, d, lane);
   __syncwarp();
-  *reinterpret_cast<uint4*>(dst + static_cast<index_t>(r) * ld + h) = pack8(st + r * lst + h, s);
+  *reinterpret_cast<uint4*>(dst + static_cast<index_t>(r) * ld + h) = pack8(st + r * lst + h, 1.f);
+  __syncwarp();
+}
+
+//! One warp: its tile d transposed (through `st`) to fp32 rows of `dst` (pitch ld floats, 16-byte
+//! aligned): dst[c · ld + r] = d(r, c). Lane l writes row l/2, columns 8(l%2)…+7 (two 16-byte stores).
+__device__ __forceinline__ void store_acc_t(float* dst, int ld, const acc16& d, float* st) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t = lane & 3, r = lane >> 1, h = (lane & 1) * 8;
+#pragma unroll
+  for (int q = 0; q < 2; ++q)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) st[(8 * q + 2 * t + (e & 1)) * lst + g + 8 * (e >> 1)] = d[q][e];
+  __syncwarp();
+  const float4* s4 = reinterpret_cast<const float4*>(st + r * lst + h);
+  float4* d4 = reinterpret_cast<float4*>(dst + static_cast<index_t>(r) * ld + h);
+  d4[0] = s4[0], d4[1] = s4[1];
   __syncwarp();
 }
 
@@ -259,24 +273,16 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   }
   if (tid < C) p.G[o.c + tid] = G[tid];
   __syncthreads();
-  // K̂K̂ᵀ and QK̂ᵀ on tensor cores, the 10 tiles on or below the diagonal each
+  // K̂K̂ᵀ and QK̂ᵀ on tensor cores, the 10 tiles on or below the diagonal each (two m16n8k16 products a
+  // k-step, k ascending: the products wmma's 16×16×16 form issued)
   for (int t = warp; t < 20; t += nwarps) {
     const int u = t % 10;
     int ti = 0;
     while ((ti + 1) * (ti + 2) / 2 <= u) ++ti;
     const int tj = u - ti * (ti + 1) / 2;
-    const dtc_bf16* X = t < 10 ? Kb : Qb;
-    float* out = t < 10 ? Lm : Am;
-    frag_acc acc;
-    w::fill_fragment(acc, 0.f);
-    for (int k0 = 0; k0 < K; k0 += 16) {
-      frag_a<w::row_major> fa;
-      frag_b<w::col_major> fb;
-      w::load_matrix_sync(fa, X + ti * 16 * lk + k0, static_cast<unsigned>(lk));
-      w::load_matrix_sync(fb, Kb + tj * 16 * lk + k0, static_cast<unsigned>(lk));
-      w::mma_sync(acc, fa, fb, acc);
-    }
-    w::store_matrix_sync(out + ti * 16 * ldf + tj * 16, acc, ldf, w::mem_row_major);
+    acc16 d = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    mma_detail::mma_steps<row_major_t, col_major_t>(d, t < 10 ? Kb : Qb, lk, Kb, lk, ti * 16, tj * 16, K, lane);
+    mma_detail::store_c(t < 10 ? Lm : Am, ldf, ti * 16, tj * 16, d, lane);
   }
   __syncthreads();
   // L = strict_lower(diag(b) K̂K̂ᵀ ⊙ Γ) (fp32, in place), A = lower_incl(QK̂ᵀ ⊙ Γ) to global in bf16
@@ -296,13 +302,8 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   __syncthreads();
   // (1): T's diagonal blocks, one column per thread: T_rc = −Σ_{c ≤ l < r} L_rl T_lc
   if (tid < 64) {
-    const int d = tid / 16, col = tid % 16, o0 = d * 16;
-    float* Td = Dg + d * 16 * 17;
-    for (int r = 0; r < 16; ++r) {
-      float s = 0.f;
-      for (int l = col; l < r; ++l) s = fmaf(Lm[(o0 + r) * ldf + o0 + l], Td[l * 17 + col], s);
-      Td[r * 17 + col] = r < col ? 0.f : r == col ? 1.f : -s;
-    }
+    const int d = tid / 16, o0 = d * 16;
+    unit_lower_inverse_column(Lm + o0 * ldf + o0, ldf, Dg + d * 16 * 17, 17, tid % 16);
   }
   __syncthreads();
   // block rows 1..3: X_ij = Σ_{j ≤ m < i} L_im T_mj (into Am), then T_ij = −T_ii X_ij (into Lm's block)
@@ -360,16 +361,9 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
     const int tn = K / 16;
     for (int t = warp; t < 4 * tn; t += nwarps) {
       const int ti = t / tn, tj = t % tn;
-      frag_acc acc;
-      w::fill_fragment(acc, 0.f);
-      for (int k0 = 0; k0 <= ti * 16; k0 += 16) {  // T is lower triangular by blocks
-        frag_a<w::row_major> fa;
-        frag_b<w::row_major> fb;
-        w::load_matrix_sync(fa, T16 + ti * 16 * ldv16 + k0, static_cast<unsigned>(ldv16));
-        w::load_matrix_sync(fb, Kb + k0 * lk + tj * 16, static_cast<unsigned>(lk));
-        w::mma_sync(acc, fa, fb, acc);
-      }
-      store_tile_bf16(p.w + o.ck + ti * 16 * K + tj * 16, K, acc, st);
+      acc16 d = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};  // T is lower triangular by blocks: k-steps 0 … ti
+      mma_detail::mma_steps<row_major_t, row_major_t>(d, T16, ldv16, Kb, lk, ti * 16, tj * 16, 16 * (ti + 1), lane);
+      store_acc_bf16(p.w + o.ck + ti * 16 * K + tj * 16, K, d, st);
     }
   }
   // (2): U = T (b V), 64 columns at a time, fp32 straight to global
@@ -388,17 +382,9 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
     const int tn = n / 16;
     for (int t = warp; t < 4 * tn; t += nwarps) {
       const int ti = t / tn, tj = t % tn;
-      frag_acc acc;
-      w::fill_fragment(acc, 0.f);
-      for (int k0 = 0; k0 <= ti * 16; k0 += 16) {
-        frag_a<w::row_major> fa;
-        frag_b<w::row_major> fb;
-        w::load_matrix_sync(fa, T16 + ti * 16 * ldv16 + k0, static_cast<unsigned>(ldv16));
-        w::load_matrix_sync(fb, Vb + k0 * ldv16 + tj * 16, static_cast<unsigned>(ldv16));
-        w::mma_sync(acc, fa, fb, acc);
-      }
-      w::store_matrix_sync(p.U + o.cv + static_cast<index_t>(j0 + tj * 16) * C + ti * 16, acc, static_cast<unsigned>(C),
-                           w::mem_col_major);  // Uᵀ [V, C]
+      acc16 d = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      mma_detail::mma_steps<row_major_t, row_major_t>(d, T16, ldv16, Vb, ldv16, ti * 16, tj * 16, 16 * (ti + 1), lane);
+      store_acc_t(p.U + o.cv + static_cast<index_t>(j0 + tj * 16) * C + ti * 16, C, d, st);  // Uᵀ [V, C]
     }
   }
 }
@@ -431,8 +417,6 @@ namespace dtc_detail {
 inline constexpr int ldu = chunk_len + 8;             //!< fp32 [16][C] pitch of the staged Uᵀ rows (≡ 8 mod 32 words)
 inline constexpr int lks = chunk_max_k + 8;           //!< bf16 pitch of the state kernel's K-wide rows (fixed: immediates)
 
-__device__ __forceinline__ unsigned smem_addr(const void* s) { return static_cast<unsigned>(__cvta_generic_to_shared(s)); }
-// (ldsm_x4 and ldsm_x4_trans: chunked.cuh)
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");

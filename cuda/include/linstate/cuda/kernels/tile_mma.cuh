@@ -6,20 +6,23 @@
 //   C[M×N] fp32 (+)= A[M×Kd] · B[Kd×N]        M, N, Kd multiples of 16
 //
 // with the operand element type Op chosen by the input type:
-//   * __nv_bfloat16 / __half: tensor cores through WMMA 16×16×16 fragments (fp32 accumulators). Each
-//     warp owns whole 16×16 output tiles; an operand that is a transposed copy is read as col_major,
-//     so no transposition is materialised.
+//   * __nv_bfloat16 / __half: tensor cores, mma.sync m16n8k16 with fp32 accumulators on fragments that
+//     ldmatrix reads from shared memory (mma_detail). Each warp owns whole 16×16 output tiles, two
+//     m16n8k16 products per 16-deep k-step, k ascending; an operand that is a transposed copy is read
+//     as col_major (ldmatrix .trans where k is not contiguous), so no transposition is materialised.
+//     (Until session 30 this was WMMA 16×16×16: the same two HMMA.16816 per k-step on the same
+//     fragments, so the same bits, but its fragment loads compiled to generic 32-bit loads.)
 //   * float: exact fp32 on the CUDA cores (no TF32, issue 4): each thread owns 4×4 output elements
 //     and sums over Kd in order with fused multiply-adds.
 // Layout tags: row_major means X(i, k) = X[i·ld + k]; col_major means X(i, k) = X[k·ld + i].
-// Requirements (WMMA): ld a multiple of 8 elements (16-bit) / 4 (fp32 C), tiles 32-byte aligned —
-// the kernels pad their leading dimensions to keep both.
+// Requirements (16-bit operands): A and B in shared memory, ld a multiple of 8 elements and the
+// tiles 16-byte aligned (ldmatrix's rows); C (shared or global) with ldc even and 8-byte aligned —
+// the kernels pad their leading dimensions to keep them.
 // The caller synchronises the block before (operands written) and after (C read).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <mma.h>
 
 #include <type_traits>
 
@@ -27,6 +30,28 @@ namespace linstate::cuda_detail {
 
 struct row_major_t {};
 struct col_major_t {};
+
+//! ldmatrix.x4.trans: four 8 × 8 bf16 blocks of shared memory, transposed into mma fragments; lane l
+//! gives the address of row l % 8 of block l / 8 (16-byte aligned rows).
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], unsigned addr) {  // addr: a shared-memory address
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* s) {
+  ldsm_x4_trans(r, static_cast<unsigned>(__cvta_generic_to_shared(s)));
+}
+
+//! ldmatrix.x4: four 8 × 8 bf16 blocks of shared memory into mma fragments, untransposed; lane l gives
+//! the address of row l % 8 of block l / 8 (16-byte aligned rows).
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {  // addr: a shared-memory address
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* s) {
+  ldsm_x4(r, static_cast<unsigned>(__cvta_generic_to_shared(s)));
+}
 
 template <class L>
 __device__ __forceinline__ int tile_index(int i, int k, int ld) {
@@ -37,30 +62,95 @@ __device__ __forceinline__ int tile_index(int i, int k, int ld) {
 template <class Op>
 inline constexpr bool tensor_core_op = std::is_same_v<Op, __nv_bfloat16> || std::is_same_v<Op, __half>;
 
-template <class L>
-using wmma_layout_t = std::conditional_t<std::is_same_v<L, row_major_t>, nvcuda::wmma::row_major, nvcuda::wmma::col_major>;
+
+namespace mma_detail {
+//! d += a·b, one m16n8k16 product of 16-bit operands (bf16 or fp16) with fp32 accumulators.
+template <class Op>
+__device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  if constexpr (std::is_same_v<Op, __nv_bfloat16>)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+//! One operand of a 16 × 16 × 16 step in shared memory, as ldmatrix.x4 reads it: `at` is this lane's
+//! row address for the block at (0, 0) and `step` the bytes from one k-step's block to the next. The A
+//! side (rows i, columns k) gives the fragments a0 … a3; the B side (rows k, columns n) gives b0, b1 of
+//! columns 0 … 7 in registers 0, 1 and of columns 8 … 15 in 2, 3. A stored row-major and B stored as
+//! the rows of Bᵀ (col_major: k contiguous) are read untransposed, the other two by .trans.
+template <class L, bool IsA, class Op>
+struct operand16 {
+  static constexpr bool contiguous_k = std::is_same_v<L, row_major_t> == IsA;  // k runs along the stored rows
+  unsigned at, step;
+  __device__ __forceinline__ operand16(const Op* X, int ld, int r0, int lane) {  // r0: the block's i0 (A) or n0 (B)
+    // stored (row, column) of the lane's address: r0 indexes stored rows when k is contiguous, else columns
+    int sr, sc;
+    if constexpr (contiguous_k) {
+      sr = r0 + (IsA ? (lane & 15) : (lane & 7) + 8 * (lane >> 4));
+      sc = IsA ? 8 * (lane >> 4) : 8 * ((lane >> 3) & 1);
+    } else {
+      sr = IsA ? (lane & 7) + 8 * (lane >> 4) : (lane & 7) + 8 * ((lane >> 3) & 1);
+      sc = r0 + (IsA ? 8 * ((lane >> 3) & 1) : 8 * (lane >> 4));
+    }
+    at = static_cast<unsigned>(__cvta_generic_to_shared(X + sr * ld + sc));
+    step = contiguous_k ? 16u * sizeof(Op) : static_cast<unsigned>(16 * ld * sizeof(Op));
+  }
+  __device__ __forceinline__ void load(unsigned (&r)[4], int k) const {
+    if constexpr (contiguous_k) ldsm_x4(r, at + step * k);
+    else ldsm_x4_trans(r, at + step * k);
+  }
+};
+//! c (+)= A·B over Kd / 16 k-steps (A's block rows i0, B's block columns j0), k ascending: per k-step the
+//! two m16n8k16 products of wmma's 16 × 16 × 16 product, on the same fragments (so the same bits).
+template <class LA, class LB, class Op>
+__device__ __forceinline__ void mma_steps(float (&c)[2][4], const Op* A, int lda, const Op* B, int ldb, int i0, int j0, int Kd, int lane) {
+  const operand16<LA, true, Op> a(A, lda, i0, lane);
+  const operand16<LB, false, Op> b(B, ldb, j0, lane);
+  for (int k = 0; k < Kd / 16; ++k) {
+    unsigned fa[4], fb[4];
+    a.load(fa, k);
+    b.load(fb, k);
+    mma16816<Op>(c[0], fa, fb[0], fb[1]);
+    mma16816<Op>(c[1], fa, fb[2], fb[3]);
+  }
+}
+//! The accumulators of the 16 × 16 tile at (i0, j0) of C (row-major, ldc even): lane l holds rows
+//! g = l / 4 and g + 8, columns 8h + 2(l % 4) and + 1 in c[h].
+__device__ __forceinline__ void load_c(float (&c)[2][4], const float* C, int ldc, int i0, int j0, int lane) {
+  const float* o = C + (i0 + (lane >> 2)) * ldc + j0 + 2 * (lane & 3);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float2 u = *reinterpret_cast<const float2*>(o + 8 * h), v = *reinterpret_cast<const float2*>(o + 8 * h + 8 * ldc);
+    c[h][0] = u.x, c[h][1] = u.y, c[h][2] = v.x, c[h][3] = v.y;
+  }
+}
+__device__ __forceinline__ void store_c(float* C, int ldc, int i0, int j0, const float (&c)[2][4], int lane) {
+  float* o = C + (i0 + (lane >> 2)) * ldc + j0 + 2 * (lane & 3);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    *reinterpret_cast<float2*>(o + 8 * h) = make_float2(c[h][0], c[h][1]);
+    *reinterpret_cast<float2*>(o + 8 * h + 8 * ldc) = make_float2(c[h][2], c[h][3]);
+  }
+}
+}  // namespace mma_detail
 
 //! C[M×N] (row-major, ldc) = (accumulate ? C : 0) + A·B. Whole block; no barrier inside.
 template <class LA, class LB, class Op>
 __device__ __forceinline__ void tile_mma(float* C, int ldc, const Op* A, int lda, const Op* B, int ldb, int M, int N, int Kd,
                                          bool accumulate) {
   if constexpr (tensor_core_op<Op>) {
-    namespace w = nvcuda::wmma;
+    const int lane = static_cast<int>(threadIdx.x) & 31;
     const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
     const int tn = N / 16, tiles = (M / 16) * tn;
     for (int tile = warp; tile < tiles; tile += nwarps) {
       const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
-      w::fragment<w::accumulator, 16, 16, 16, float> c;
-      if (accumulate) w::load_matrix_sync(c, C + i0 * ldc + j0, static_cast<unsigned>(ldc), w::mem_row_major);
-      else w::fill_fragment(c, 0.f);
-      for (int k0 = 0; k0 < Kd; k0 += 16) {
-        w::fragment<w::matrix_a, 16, 16, 16, Op, wmma_layout_t<LA>> a;
-        w::fragment<w::matrix_b, 16, 16, 16, Op, wmma_layout_t<LB>> b;
-        w::load_matrix_sync(a, A + tile_index<LA>(i0, k0, lda), static_cast<unsigned>(lda));
-        w::load_matrix_sync(b, B + tile_index<LB>(k0, j0, ldb), static_cast<unsigned>(ldb));
-        w::mma_sync(c, a, b, c);
-      }
-      w::store_matrix_sync(C + i0 * ldc + j0, c, static_cast<unsigned>(ldc), w::mem_row_major);
+      float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      if (accumulate) mma_detail::load_c(c, C, ldc, i0, j0, lane);
+      mma_detail::mma_steps<LA, LB>(c, A, lda, B, ldb, i0, j0, Kd, lane);
+      mma_detail::store_c(C, ldc, i0, j0, c, lane);
     }
   } else {
     static_assert(std::is_same_v<Op, float>, "tile_mma: operands are float, __nv_bfloat16 or __half");
@@ -99,28 +189,15 @@ __device__ __forceinline__ void tile_mma2x(float* C, int ldc, const Op1* A1, int
                                            const Op2* A2, int lda2, const Op2* B2, int ldb2, int K2, int M, int N) {
   static_assert(tensor_core_op<Op1> == tensor_core_op<Op2>, "tile_mma2: both products on tensor cores or both fp32");
   if constexpr (tensor_core_op<Op1>) {
-    namespace w = nvcuda::wmma;
+    const int lane = static_cast<int>(threadIdx.x) & 31;
     const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
     const int tn = N / 16, tiles = (M / 16) * tn;
     for (int tile = warp; tile < tiles; tile += nwarps) {
       const int i0 = (tile / tn) * 16, j0 = (tile % tn) * 16;
-      w::fragment<w::accumulator, 16, 16, 16, float> c;
-      w::fill_fragment(c, 0.f);
-      for (int k0 = 0; k0 < K1; k0 += 16) {
-        w::fragment<w::matrix_a, 16, 16, 16, Op1, wmma_layout_t<LA1>> a;
-        w::fragment<w::matrix_b, 16, 16, 16, Op1, wmma_layout_t<LB1>> b;
-        w::load_matrix_sync(a, A1 + tile_index<LA1>(i0, k0, lda1), static_cast<unsigned>(lda1));
-        w::load_matrix_sync(b, B1 + tile_index<LB1>(k0, j0, ldb1), static_cast<unsigned>(ldb1));
-        w::mma_sync(c, a, b, c);
-      }
-      for (int k0 = 0; k0 < K2; k0 += 16) {
-        w::fragment<w::matrix_a, 16, 16, 16, Op2, wmma_layout_t<LA2>> a;
-        w::fragment<w::matrix_b, 16, 16, 16, Op2, wmma_layout_t<LB2>> b;
-        w::load_matrix_sync(a, A2 + tile_index<LA2>(i0, k0, lda2), static_cast<unsigned>(lda2));
-        w::load_matrix_sync(b, B2 + tile_index<LB2>(k0, j0, ldb2), static_cast<unsigned>(ldb2));
-        w::mma_sync(c, a, b, c);
-      }
-      w::store_matrix_sync(C + i0 * ldc + j0, c, static_cast<unsigned>(ldc), w::mem_row_major);
+      float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      mma_detail::mma_steps<LA1, LB1>(c, A1, lda1, B1, ldb1, i0, j0, K1, lane);
+      mma_detail::mma_steps<LA2, LB2>(c, A2, lda2, B2, ldb2, i0, j0, K2, lane);
+      mma_detail::store_c(C, ldc, i0, j0, c, lane);
     }
   } else {
     // exact fp32: the first product into the thread's own 4×4 elements, then the second accumulated
