@@ -242,10 +242,7 @@ __device__ __forceinline__ unsigned bf2(float x0, float x1) {
 //! d += a·b, one m16n8k16 bf16 product (PTX fragment layouts: a rows g, g + 8 and columns 2t, 2t + 1,
 //! + 8; b rows 2t, 2t + 1, + 8 and column g; d rows g, g + 8 and columns 2t, 2t + 1; g = lane / 4, t = lane % 4).
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  mma_detail::mma16816<__nv_bfloat16>(d, a, b[0], b[1]);
 }
 }  // namespace x3_detail
 
