@@ -1031,6 +1031,20 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
 #pragma unroll
       for (int jj = 0; jj < CQ; ++jj) store_bf16(si * x[jj], Sh, (q0 + jj) * lc16 + i);
     }
+    // the D update's A fragments (qᵀ and Wᵀ by ldmatrix.trans, as kᵀ in delta_tc_hstate_kernel) do not
+    // depend on D: taken here, before (Y), so that after it only the tiles (Y) publishes (diag(s) dO,
+    // −dVn) are read before the update's products (the same fragments and products: the same bits)
+    unsigned qa[C / 16][4], wh[C / 16][4];
+    if (ownD) {
+      const auto* Ws = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Ws));
+      const auto* Qr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Qr));
+#pragma unroll
+      for (int ks = 0; ks < C / 16; ++ks) {
+        const int at_t = (16 * ks + (lane & 7) + 8 * (lane >> 4)) * lb + 16 * tD + 8 * ((lane >> 3) & 1);
+        ldsm_x4_trans(qa[ks], Qr + at_t);
+        ldsm_x4_trans(wh[ks], Ws + at_t);
+      }
+    }
     if (warp < 8) {  // dVn's epilogue: to dVn (fp32) and −dVn in bf16 into Nh (transposed)
 #pragma unroll
       for (int e2 = 0; e2 < 2; ++e2) {
@@ -1048,20 +1062,13 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
     if (c - AH - 1 >= c0 && copies_do) tok_ahead = token(moved(oa, step, -1));  // the next step's
     if (ownD) {  // D ← e^{G_C} D + qᵀ (diag(s) dO) − Wᵀ dVn on the warp's tile
       const float eg = __expf(Gc[C - 1]);
-      const auto* Ws = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Ws));
-      const auto* Qr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Qr));
-      const int a0 = 16 * tD;
 #pragma unroll
       for (int x = 0; x < HH; ++x)
 #pragma unroll
         for (int e = 0; e < 4; ++e) Dr[x][e] *= eg;
 #pragma unroll
       for (int k0 = 0; k0 < C; k0 += 16) {
-        unsigned qa[4], wh[4];
-        // qᵀ(a, i) = q[i][a] and Wᵀ(a, i) = W[i][a] by ldmatrix.trans (as kᵀ in delta_tc_hstate_kernel)
-        const int at_t = (k0 + (lane & 7) + 8 * (lane >> 4)) * lb + a0 + 8 * ((lane >> 3) & 1);
-        ldsm_x4_trans(qa, Qr + at_t);
-        ldsm_x4_trans(wh, Ws + at_t);
+        // qᵀ(a, i) = q[i][a] and Wᵀ(a, i) = W[i][a]: qa, wh (taken before (Y))
         unsigned sh[HH][2], nh[HH][2];
         if constexpr (HH == 2) {  // both halves' B fragments by one ldmatrix each: block l / 8 of lane l is
                                   // rows 8(hD + l / 16) …, columns k0 + 8((l / 8) % 2) …
@@ -1075,8 +1082,8 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
         }
 #pragma unroll
         for (int x = 0; x < HH; ++x) {
-          mma_bf16_16816(Dr[x], qa, sh[x]);
-          mma_bf16_16816(Dr[x], wh, nh[x]);
+          mma_bf16_16816(Dr[x], qa[k0 / 16], sh[x]);
+          mma_bf16_16816(Dr[x], wh[k0 / 16], nh[x]);
         }
       }
     }
@@ -1237,20 +1244,26 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
         store_bf16(di * x1, Yh, (j + 1) * lc16 + i);
       }
     }
+    // the S update's A fragments, kᵀ(a, i) = k[i][a] (rows 16 tS …, by ldmatrix.trans: matrix l / 8 of lane
+    // l is its row l % 8 of the 8 × 8 block at +8 records if bit 1, +8 keys if bit 0), do not depend on S:
+    // taken here, before (Y), so that after it only diag(d) Vn is read before the update's products (the
+    // same fragments and products: the same bits)
+    unsigned ka[C / 16][4];
+    if (ownS) {
+      const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
+#pragma unroll
+      for (int ks = 0; ks < C / 16; ++ks)
+        ldsm_x4_trans(ka[ks], Kr + (16 * ks + (lane & 7) + 8 * (lane >> 4)) * lb + 16 * tS + 8 * ((lane >> 3) & 1));
+    }
     __syncthreads();  // (Y) diag(d) Vn complete
     if (ownS) {  // S ← e^{G_C} S + kᵀ (diag(d) Vn) on the warp's tile
       const float eg = __expf(Gc[C - 1]);
-      const auto* Kr = reinterpret_cast<const dtc_bf16*>(at_buf(b, L.Kr));
-      const int a0 = 16 * tS;
 #pragma unroll
       for (int x = 0; x < HH; ++x)
 #pragma unroll
         for (int e = 0; e < 4; ++e) Sr[x][e] *= eg;
 #pragma unroll
       for (int k0 = 0; k0 < C; k0 += 16) {
-        unsigned ka[4];  // kᵀ(a, i) = k[i][a]: rows a0 …, columns k0 … by ldmatrix.trans (matrix l / 8 of
-                         // lane l: its row l % 8 of the 8 × 8 block at +8 records if bit 1, +8 keys if bit 0)
-        ldsm_x4_trans(ka, Kr + (k0 + (lane & 7) + 8 * (lane >> 4)) * lb + a0 + 8 * ((lane >> 3) & 1));
         unsigned yh[HH][2];
         if constexpr (HH == 2) {  // both halves' B fragments by one ldmatrix (as the reverse scan's Sh, Nh)
           ldsm_x4(as4(yh), Yh + (8 * hS + (lane & 7) + 8 * (lane >> 4)) * lc16 + k0 + 8 * ((lane >> 3) & 1));
@@ -1259,7 +1272,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
           yh[0][0] = ld32(Yh + j * lc16 + i), yh[0][1] = ld32(Yh + j * lc16 + i + 8);
         }
 #pragma unroll
-        for (int x = 0; x < HH; ++x) mma_bf16_16816(Sr[x], ka, yh[x]);
+        for (int x = 0; x < HH; ++x) mma_bf16_16816(Sr[x], ka[k0 / 16], yh[x]);
       }
     }
     o = moved(o, step, 1), oa = moved(oa, step, 1);
