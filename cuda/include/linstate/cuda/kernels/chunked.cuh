@@ -264,7 +264,7 @@ __host__ __device__ constexpr int round16(int x) { return (x + 15) / 16 * 16; }
 //! The key tile of the chunked kernels for K (enqueue_chunked): 64 up to K = 64, else 128; the row
 //! length of the forward's Q̃ and K̃ buffers.
 __host__ __device__ constexpr int chunk_kp(int K) { return K <= 64 ? 64 : 128; }
-//! Leading-dimension padding of an operand tile (keeps WMMA's 32-byte alignment, spreads banks).
+//! Leading-dimension padding of an operand tile (keeps ldmatrix's 16-byte row starts, spreads banks).
 template <class Op>
 __host__ __device__ constexpr int op_pad() { return sizeof(Op) == 2 ? 8 : 4; }
 __host__ __device__ constexpr std::size_t align128(std::size_t b) { return (b + 127) / 128 * 128; }
@@ -679,7 +679,7 @@ inline constexpr bool intra_warp_tiles = decay_key<D> && std::is_same_v<Dev, __n
 
 //! Whether chunk_intra_kernel also forms U_c = K̃ᵀ V (so chunk_kstate_kernel does not run, and the
 //! forward needs no K̃ buffer): the warp-tile path, with K and V multiples of 16 and V ≤ the key tile
-//! (V's rows take the place of q's in shared memory); 16×16 WMMA tiles stored from the accumulators.
+//! (V's rows take the place of q's in shared memory); 16×16 mma.sync tiles stored from the accumulators.
 template <class D, class Dev>
 __host__ __device__ constexpr bool intra_fuses_u(int K, int V) {
   return intra_warp_tiles<D, Dev> && K % 16 == 0 && V % 16 == 0 && V <= chunk_kp(K);

@@ -1,6 +1,7 @@
 // linstate/cuda/kernels/chunked_delta_tc.cuh — the chunked gated delta rule's forward on tensor cores
 // for bf16 inputs (issue 11, item 2): the WY form of chunked_delta.cuh (SPEC §3.2, same notation),
-// every product on WMMA 16×16×16 bf16 fragments with fp32 accumulators; fp32 (and fp16) inputs keep
+// every product by mma.sync m16n8k16 on bf16 fragments (ldmatrix) with fp32 accumulators (WMMA
+// 16×16×16 until session 30: the same HMMA instructions on the same fragments); fp32 (and fp16) inputs keep
 // the exact fp32 kernels of chunked_delta.cuh. The backward of bf16 inputs recomputes the forward's
 // per-chunk quantities with chunked_delta.cuh's delta_prep_kernel (split-bf16, near-fp32) and runs its
 // two sequential passes here on plain bf16 operands with fp32 accumulators (since session 21; split-bf16
@@ -919,7 +920,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   auto* Nh = reinterpret_cast<dtc_bf16*>(smem_raw + L.Nh);  // [16][lc16] −dVn (bf16), transposed
   // chunk c's tiles into buffer b, one commit group; rows a record does not read are zeros (plain
   // stores, visible after the barrier that follows the wait). Each thread copies the same columns of the
-  // same rows every chunk (copy_map, formed once: no division or row arithmetic per chunk, which before
+  // same rows every chunk (row_copy / copy_map, formed once: no division or row arithmetic per chunk, which before
   // session 21 were a third of the kernel's instructions). No record table (since session 29): the prep
   // wrote each record's s_i and its dO row's token (svec, dotok); a dO-copying thread holds its row's
   // token of the chunk it issues next, loaded a step before (one row per thread: mo.rows ≥ C).
@@ -1110,8 +1111,9 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
 // W and U (fp32) from delta_prep_kernel, the raw bf16 rows of k as the exact operand, W, S and diag(d) Vn
 // rounded to bf16 as operands (split into hi + lo pairs before session 21), fp32 accumulators; S held
 // in accumulator fragments for the whole stream (the reverse scan's warp map: 8 or 16 warps), the next
-// chunk's W, U tile, k rows, G and 1/‖k‖ copied by cp.async (double buffered; W and the k rows from the
-// prep's bf16 copies, as in the reverse scan: no record table here). Writes what the exact
+// chunks' W, U tile, k rows, G and 1/‖k‖ copied by cp.async (the reverse scan's ring of dtc_scan_stages = 3
+// buffers, each chunk issued two chunks ahead; W and the k rows from the prep's bf16 copies, as in the
+// reverse scan: no record table here). Writes what the exact
 // kernel writes for the backward: S entering each chunk (hbuf, fp32) and Vn (fp32); the final state
 // only where state_out is set.
 
