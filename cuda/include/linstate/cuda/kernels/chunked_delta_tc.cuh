@@ -218,28 +218,32 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   const at_chunk& o = blk.o;
   const device_source<Dev>& src = blk.src;
   __syncthreads();
-  // raw k and q rows, 16-byte loads (16 pieces per row of chunk_max_k: shifts, not divisions by K)
+  // raw k and q rows by cp.async, 16 bytes each (16 pieces per row of chunk_max_k: shifts, not divisions
+  // by K; a row the record does not write / read is zero-filled, nothing read): every copy of the block
+  // in flight at once (loaded into registers and stored, four rounds one after another, they were a
+  // tenth of the kernel's stall samples before session 32)
   static_assert(chunk_max_k == 128, "the prep kernel's row pieces assume K ≤ 128");
   for (int e = tid; e < C * 16; e += nt) {
     const int i = e >> 4, a = (e & 15) * 8;
     if (a >= K) continue;
     const chunk_record& r = recs[i];
-    const uint4 z{0u, 0u, 0u, 0u};
-    const uint4 kx = r.wr ? *reinterpret_cast<const uint4*>(src.k + r.qk + a) : z;
-    const uint4 qx = r.rd ? *reinterpret_cast<const uint4*>(src.q + r.qk + a) : z;
-    *reinterpret_cast<uint4*>(Kb + i * lk + a) = kx;
-    *reinterpret_cast<uint4*>(Qb + i * lk + a) = qx;
+    cp_async16(smem_addr(Kb + i * lk + a), r.wr ? src.k + r.qk + a : src.k, r.wr);
+    cp_async16(smem_addr(Qb + i * lk + a), r.rd ? src.q + r.qk + a : src.q, r.rd);
   }
-  if (tid < C) {
-    const chunk_record& r = recs[tid];
-    G[tid] = r.wr ? detail::chunked_log_decay(to_f32(D::log_decay(src.g + r.hv, 0))) : 0.f;  // floored λ
-    b[tid] = r.wr ? D::write_strength(to_f32(src.beta[r.hv]), r.w) : 0.f;
+  cp_async_commit();
+  if (warp == 0) {  // G and b from the policy, then G's inclusive cumsum, while the rows' copies fly
+    for (int i = lane; i < C; i += 32) {
+      const chunk_record& r = recs[i];
+      G[i] = r.wr ? detail::chunked_log_decay(to_f32(D::log_decay(src.g + r.hv, 0))) : 0.f;  // floored λ
+      b[i] = r.wr ? D::write_strength(to_f32(src.beta[r.hv]), r.w) : 0.f;
+    }
+    __syncwarp();
+    if (lane == 0) {  // in fp64, each G_i rounded once (as delta_prep_kernel)
+      double acc = 0.;
+      for (int i = 0; i < C; ++i) acc += G[i], G[i] = static_cast<float>(acc);
+    }
   }
-  __syncthreads();
-  if (tid == 0) {  // inclusive cumsum in fp64, each G_i rounded once (as delta_prep_kernel)
-    double acc = 0.;
-    for (int i = 0; i < C; ++i) acc += G[i], G[i] = static_cast<float>(acc);
-  }
+  cp_async_wait_all();
   __syncthreads();
   // l2norm in fp32 (one warp per row, four adjacent elements per lane: 8-byte accesses); k̂ and
   // Q = r q̂ in place (bf16), Kd and Qg to global. 1/‖x‖ by rsqrtf (≤ 2 ulp; the operands are bf16).
@@ -357,7 +361,22 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
     *at = pack8(x, 1.f);
   }
   __syncthreads();
-  // (2): W = T (b e^G k̂) in bf16, through each warp's staging tile
+  // (2): W = T (b e^G k̂) in bf16, through each warp's staging tile; V's first 64-column tile loaded into
+  // registers before it, so that the loads fly during W's products (waited for right after a barrier,
+  // they were the kernel's most-sampled stall before session 32)
+  constexpr int vper = C * (dtc_out_tile / 8) / dtc_threads;  // 16-byte pieces of a V tile per thread
+  static_assert(vper * dtc_threads == C * (dtc_out_tile / 8), "the prep kernel's V pieces");
+  uint4 vr[vper];
+  auto load_v = [&](int j0) {  // piece m: row (tid + m·256) / 8, columns 8 ((tid + m·256) % 8) … + 7 of the tile
+    const int n = min(dtc_out_tile, V - j0);
+#pragma unroll
+    for (int m = 0; m < vper; ++m) {
+      const int e = tid + m * dtc_threads, i = e / (dtc_out_tile / 8), jj = (e % (dtc_out_tile / 8)) * 8;
+      const chunk_record& r = recs[i];
+      vr[m] = r.wr && jj < n ? *reinterpret_cast<const uint4*>(p.v + r.hv * V + j0 + jj) : uint4{0u, 0u, 0u, 0u};
+    }
+  };
+  load_v(0);
   {
     const int tn = K / 16;
     for (int t = warp; t < 4 * tn; t += nwarps) {
@@ -371,14 +390,15 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   for (int j0 = 0; j0 < V; j0 += dtc_out_tile) {
     const int n = min(dtc_out_tile, V - j0);
     __syncthreads();  // Vb free
-    for (int e = tid; e < C * (dtc_out_tile / 8); e += nt) {
-      const int i = e / (dtc_out_tile / 8), jj = (e % (dtc_out_tile / 8)) * 8;
+#pragma unroll
+    for (int m = 0; m < vper; ++m) {  // b V (the record's rows; zeros where it writes nothing)
+      const int e = tid + m * dtc_threads, i = e / (dtc_out_tile / 8), jj = (e % (dtc_out_tile / 8)) * 8;
       if (jj >= n) continue;
-      const chunk_record& r = recs[i];
-      float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      if (r.wr) unpack8(*reinterpret_cast<const uint4*>(p.v + r.hv * V + j0 + jj), x);
+      float x[8];
+      unpack8(vr[m], x);
       *reinterpret_cast<uint4*>(Vb + i * ldv16 + jj) = pack8(x, b[i]);
     }
+    if (j0 + dtc_out_tile < V) load_v(j0 + dtc_out_tile);  // the next tile's loads fly during this one's products
     __syncthreads();
     const int tn = n / 16;
     for (int t = warp; t < 4 * tn; t += nwarps) {
