@@ -459,8 +459,11 @@ struct delta_tc_state_smem {
 };
 
 //! grid (V / 16, HV, S·P), dtc_state_threads. A stream without records keeps its initial state
-//! (copied out of place, untouched in place), as delta_state_kernel.
-template <class Dev>
+//! (copied out of place, untouched in place), as delta_state_kernel. FK: K is chunk_max_k (p.K must be),
+//! a compile-time constant — the K-long loops lose their run-time bounds checks (and the warp
+//! re-convergence the compiler puts before each mma after such a check); the same products in the
+//! same order, so the same bits (as the backward scans' FK).
+template <class Dev, bool FK = false>
 __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const delta_tc_params<Dev> p) {
   static_assert(chunk_len == 64 && chunk_max_k == 128 && dtc_state_threads == 160 && dtc_out_tile == chunk_len,
                 "delta_tc_state_kernel's warp map assumes C = 64, K ≤ 128, 4 + 1 warps");
@@ -469,7 +472,7 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   using x3_detail::mma_bf16_16816;
   constexpr int C = chunk_len, NS = dtc_state_stages, KS = chunk_max_k / 16, lk = lks;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, nks = K / 16;
+  const int K = FK ? chunk_max_k : p.K, V = p.V, HV = p.HV, nks = K / 16;
   const delta_tc_state_smem L(K);
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
@@ -562,6 +565,7 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   if (c0 < c1 && active) publish(c0, true);
   __syncthreads();  // Sx holds −Sᵀ; chunk c0's buffer landed
   int slot = 0;     // chunk c's ring slot
+  float eg = 1.f;   // e^{G_C} of chunk c (phase (3) reads it for phase (4))
   for (index_t c = c0; c < c1; ++c) {
     const int fill = slot == 0 ? NS - 1 : slot - 1;  // chunk c − 1's slot: every warp passed the barrier after reading it
     if (producer && c + NS - 1 < c1) issue(fill, 0);
@@ -592,6 +596,9 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
         mma_bf16_16816(A[ks & 1][0], a[ks], b0);
         mma_bf16_16816(A[ks & 1][1], a[ks], b1);
       }
+      // e^{G_C} for phase (4), read from the slot here (it landed before this chunk's first barrier) so that
+      // the load and the exponential are not on phase (4)'s path to its first product
+      eg = __expf(reinterpret_cast<const float*>(b + L.Gs)[3]);
       const at_chunk o(c, hv, HV, K, V);
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
@@ -620,7 +627,6 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
           if (kq + 16 * jp < K)
             ldsm_x4_trans(k4[cs][jp], Kc + (16 * cs + (lane & 7) + 8 * ((lane >> 3) & 1)) * lk + kq + 16 * jp + 8 * (lane >> 4));
       }
-      const float eg = __expf(reinterpret_cast<const float*>(b + L.Gs)[3]);
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -1374,6 +1380,8 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
             "cudaFuncSetAttribute(delta_tc_prep_kernel)");
         set(reinterpret_cast<const void*>(delta_tc_state_kernel<Dev>), delta_tc_state_smem(k).bytes,
             "cudaFuncSetAttribute(delta_tc_state_kernel)");
+        set(reinterpret_cast<const void*>(delta_tc_state_kernel<Dev, true>), delta_tc_state_smem(k).bytes,
+            "cudaFuncSetAttribute(delta_tc_state_kernel)");
         set(reinterpret_cast<const void*>(delta_tc_output_kernel<Dev>), delta_tc_output_smem(k).bytes,
             "cudaFuncSetAttribute(delta_tc_output_kernel)");
         return true;
@@ -1395,7 +1403,8 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
       };
       auto state = [&](index_t lo, index_t hi, cudaStream_t st) {
         t.chunk_lo = lo, t.chunk_hi = hi;
-        delta_tc_state_kernel<Dev><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, st>>>(t);
+        if (p.K == chunk_max_k) delta_tc_state_kernel<Dev, true><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, st>>>(t);
+        else delta_tc_state_kernel<Dev><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, st>>>(t);
         check_launch("delta_tc_state_kernel", api);
       };
       auto output = [&](index_t lo, index_t hi, cudaStream_t st) {
