@@ -475,7 +475,9 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   const int K = FK ? chunk_max_k : p.K, V = p.V, HV = p.HV, nks = K / 16;
   const delta_tc_state_smem L(K);
   const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  // the warp index through a shuffle, so that the compiler knows it is the same in every lane of a warp (the
+  // branches on it — the copy warp against the compute warps — are then warp-uniform)
+  const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int q = warp;                       // the compute warp's K quarter (warp 4 copies)
   const bool producer = warp == 4;
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
