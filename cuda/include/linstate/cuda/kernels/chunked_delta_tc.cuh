@@ -1403,9 +1403,17 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
                                        delta_tc_prep_smem(p.K).bytes, st>>>(t);
         check_launch("delta_tc_prep_kernel", api);
       };
+      // pipelined where the state kernel leaves room beside it (its blocks ≤ half the SMs: 64 at B = 1,
+      // H = 8, V = 128; SSE-GDN n4k1s, 320 blocks, ran 2.09 → 2.13 ms at T = 32768 in 4 pieces)
+      const bool room = side_stream::leaves_room(static_cast<index_t>(grid.x) * grid.y * grid.z, api);
+      // the compile-time-K instance where K = chunk_max_k and the grid leaves room: with a grid of more
+      // blocks than SMs (SSE-GDN n4k1s at B = 1, H = 8: 320) it ran 570 → 640 µs at T = 32768 against the
+      // run-time-K instance (H100, ncu: L2 hit rate 83.5 → 81–82 %, DRAM reads +18 %; the cause not found),
+      // where GDN's 64 blocks ran 167 → 155 µs a piece (docs/benchmarks.md, "Issue 11, session 32")
+      const bool fk = p.K == chunk_max_k && room;
       auto state = [&](index_t lo, index_t hi, cudaStream_t st) {
         t.chunk_lo = lo, t.chunk_hi = hi;
-        if (p.K == chunk_max_k) delta_tc_state_kernel<Dev, true><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, st>>>(t);
+        if (fk) delta_tc_state_kernel<Dev, true><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, st>>>(t);
         else delta_tc_state_kernel<Dev><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, st>>>(t);
         check_launch("delta_tc_state_kernel", api);
       };
@@ -1415,9 +1423,6 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
                                       delta_tc_output_smem(p.K).bytes, st>>>(t);
         check_launch("delta_tc_output_kernel", api);
       };
-      // pipelined where the state kernel leaves room beside it (its blocks ≤ half the SMs: 64 at B = 1,
-      // H = 8, V = 128; SSE-GDN n4k1s, 320 blocks, ran 2.09 → 2.13 ms at T = 32768 in 4 pieces)
-      const bool room = side_stream::leaves_room(static_cast<index_t>(grid.x) * grid.y * grid.z, api);
       const int pieces = p.carry || p.state_out ? delta_tc_pipeline(chunks, static_cast<index_t>(p.S) * p.P, room) : 1;
       if (pieces <= 1) {
         if (chunks > 0) prep(0, chunks, stream);
