@@ -472,6 +472,37 @@ __device__ __forceinline__ void gather_rows16(float* dst, int ld, const Dev* x, 
   }
 }
 
+//! gather_rows16 of one 64-column tile (delta_out_tile) in two halves, for loads issued a phase before their
+//! stores: load() takes the thread's pieces into registers (16 bytes each; a tile is one batch at
+//! delta_threads), store() writes them as gather_rows16 would (the same values, the same bits).
+template <class Dev>
+struct tile_gather16 {
+  static constexpr int vw = vec16<Dev>, per = delta_out_tile / vw, pieces = chunk_len * per / delta_threads;
+  static_assert(pieces * delta_threads == chunk_len * per, "tile_gather16: a tile's pieces over delta_threads");
+  uint4 u[pieces];
+  template <class Use, class Row>
+  __device__ __forceinline__ void load(const Dev* x, const chunk_record* recs, int width, Use use, Row row) {
+    const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+    for (int m = 0; m < pieces; ++m) {
+      const int e = tid + m * delta_threads, i = e / per, a = (e % per) * vw;
+      const chunk_record& r = recs[i];
+      u[m] = a < width && use(r) ? *reinterpret_cast<const uint4*>(x + row(r) + a) : make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  __device__ __forceinline__ void store(float* dst, int ld, int width, const float* scale) const {
+    const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+    for (int m = 0; m < pieces; ++m) {
+      const int e = tid + m * delta_threads, i = e / per, a = (e % per) * vw;
+      if (a >= width) continue;
+      const float f = scale[i];
+      const Dev* v = reinterpret_cast<const Dev*>(&u[m]);
+#pragma unroll
+      for (int j = 0; j < vw; ++j) dst[i * ld + a + j] = to_f32(v[j]) * f;
+    }
+  }
+};
 
 // --- split-bf16 products from operands split once, in place (delta_prep_kernel, bf16 inputs) ------------
 //
@@ -736,6 +767,12 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
     p.A[o.cc + e] = a;
     if (p.Ah) p.Ah[o.cc + e] = __float2bfloat16_rn(a);
   }
+  // U's first 64-column tile of v rows into registers here (vec), stored after W: the loads fly during W's
+  // products (gathered after the barrier that follows them before session 32)
+  tile_gather16<Dev> vg;
+  const auto v_wr = [](const chunk_record& r) { return r.wr; };
+  const auto v_row = [V](const chunk_record& r) { return r.hv * V; };
+  if (vec) vg.load(p.v, recs, min(delta_out_tile, V), v_wr, v_row);
   // W = T diag(b e^G) K̂ (split: K̂ read back from this block's p.kn stores, visible after the barrier
   // above; the scaled rows and T's rows split in place)
   if (split) {
@@ -771,9 +808,9 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
   for (int j0 = 0; j0 < V; j0 += delta_out_tile) {
     const int n = min(delta_out_tile, V - j0);
     __syncthreads();
-    if (vec) {  // n is a multiple of vw; columns [n, 64) are zero (read by no product: its N is n)
-      gather_rows16(Vt, lv, p.v + j0, recs, n, [](const chunk_record& r) { return r.wr; },
-                    [V](const chunk_record& r) { return r.hv * V; }, b);
+    if (vec) {  // n is a multiple of vw; columns [n, 64) are not written (read by no product: its N is n)
+      vg.store(Vt, lv, n, b);
+      if (j0 + delta_out_tile < V) vg.load(p.v + j0 + delta_out_tile, recs, min(delta_out_tile, V - j0 - delta_out_tile), v_wr, v_row);
     } else {
       staged_for(
           C * delta_out_tile,
