@@ -777,12 +777,26 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
   // above; the scaled rows and T's rows split in place)
   if (split) {
     __syncthreads();  // Ks's split rows read (Q K̂ᵀ)
+    // a row's K̂ values (≤ chunk_max_k / 32 per lane) loaded together, the warp's next row's issued before this
+    // row is split (a load, a store, a load, … before session 32: one wait on global memory per element)
+    constexpr int kpl = chunk_max_k / 32;
+    float x[kpl], y[kpl];
+    const auto load_row = [&](float* r, int i) {
+#pragma unroll
+      for (int u = 0; u < kpl; ++u) r[u] = i < C && lane + 32 * u < K ? p.kn[o.ck + i * K + lane + 32 * u] : 0.f;
+    };
+    load_row(x, warp);
     for (int i = warp; i < C; i += nwarps) {
       const float f = b[i] * __expf(G[i]);
-      for (int a = lane; a < K; a += 32) Ks[i * lk + a] = p.kn[o.ck + i * K + a] * f;
+      load_row(y, i + nwarps);
+#pragma unroll
+      for (int u = 0; u < kpl; ++u)
+        if (lane + 32 * u < K) Ks[i * lk + lane + 32 * u] = x[u] * f;
       __syncwarp();
       split_row_in_place(Ks + i * lk, K);
       split_row_in_place(Tm + i * ldc, C);
+#pragma unroll
+      for (int u = 0; u < kpl; ++u) x[u] = y[u];
     }
   } else {
     for (int e = tid; e < C * K; e += nt) {
@@ -798,9 +812,16 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
     __syncthreads();
     const auto* w4 = reinterpret_cast<const float4*>(p.W + o.ck);
     auto* wh2 = reinterpret_cast<__nv_bfloat162*>(p.Wh + o.ck);
-    for (int e = tid; e < C * K / 4; e += nt) {
-      const float4 x = w4[e];
-      wh2[2 * e] = __floats2bfloat162_rn(x.x, x.y), wh2[2 * e + 1] = __floats2bfloat162_rn(x.z, x.w);
+    constexpr int batch = 4;  // loads in flight before their stores
+    for (int e0 = tid; e0 < C * K / 4; e0 += batch * nt) {
+      float4 x[batch];
+#pragma unroll
+      for (int m = 0; m < batch; ++m) x[m] = e0 + m * nt < C * K / 4 ? w4[e0 + m * nt] : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int m = 0; m < batch; ++m) {
+        const int e = e0 + m * nt;
+        if (e < C * K / 4) wh2[2 * e] = __floats2bfloat162_rn(x[m].x, x[m].y), wh2[2 * e + 1] = __floats2bfloat162_rn(x[m].z, x[m].w);
+      }
     }
   }
   // U = T diag(b) V, 64 columns at a time
