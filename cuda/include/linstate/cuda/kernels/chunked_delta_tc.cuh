@@ -475,9 +475,10 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   const int K = FK ? chunk_max_k : p.K, V = p.V, HV = p.HV, nks = K / 16;
   const delta_tc_state_smem L(K);
   const int tid = static_cast<int>(threadIdx.x);
-  // the warp index through a shuffle, so that the compiler knows it is the same in every lane of a warp (the
-  // branches on it — the copy warp against the compute warps — are then warp-uniform)
-  const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  // FK: the warp index through a shuffle, so that the compiler knows it is the same in every lane of a warp (the
+  // branches on it — the copy warp against the compute warps — are then warp-uniform); the run-time-K instance
+  // keeps tid / 32 (with the shuffle it took 196 registers and ran SSE-GDN's 320-block grid 5–7 % slower: session 32)
+  const int warp = FK ? __shfl_sync(0xffffffffu, tid >> 5, 0) : tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int q = warp;                       // the compute warp's K quarter (warp 4 copies)
   const bool producer = warp == 4;
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
@@ -598,9 +599,9 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
         mma_bf16_16816(A[ks & 1][0], a[ks], b0);
         mma_bf16_16816(A[ks & 1][1], a[ks], b1);
       }
-      // e^{G_C} for phase (4), read from the slot here (it landed before this chunk's first barrier) so that
-      // the load and the exponential are not on phase (4)'s path to its first product
-      eg = __expf(reinterpret_cast<const float*>(b + L.Gs)[3]);
+      // FK: e^{G_C} for phase (4), read from the slot here (it landed before this chunk's first barrier) so
+      // that the load and the exponential are not on phase (4)'s path to its first product
+      if constexpr (FK) eg = __expf(reinterpret_cast<const float*>(b + L.Gs)[3]);
       const at_chunk o(c, hv, HV, K, V);
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
@@ -629,6 +630,7 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
           if (kq + 16 * jp < K)
             ldsm_x4_trans(k4[cs][jp], Kc + (16 * cs + (lane & 7) + 8 * ((lane >> 3) & 1)) * lk + kq + 16 * jp + 8 * (lane >> 4));
       }
+      if constexpr (!FK) eg = __expf(reinterpret_cast<const float*>(b + L.Gs)[3]);
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
