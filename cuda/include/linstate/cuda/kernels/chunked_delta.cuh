@@ -472,6 +472,37 @@ __device__ __forceinline__ void gather_rows16(float* dst, int ld, const Dev* x, 
   }
 }
 
+//! gather_rows16 of one 64-column tile (delta_out_tile) in two halves, for loads issued a phase before their
+//! stores: load() takes the thread's pieces into registers (16 bytes each; a tile is one batch at
+//! delta_threads), store() writes them as gather_rows16 would (the same values, the same bits).
+template <class Dev>
+struct tile_gather16 {
+  static constexpr int vw = vec16<Dev>, per = delta_out_tile / vw, pieces = chunk_len * per / delta_threads;
+  static_assert(pieces * delta_threads == chunk_len * per, "tile_gather16: a tile's pieces over delta_threads");
+  uint4 u[pieces];
+  template <class Use, class Row>
+  __device__ __forceinline__ void load(const Dev* x, const chunk_record* recs, int width, Use use, Row row) {
+    const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+    for (int m = 0; m < pieces; ++m) {
+      const int e = tid + m * delta_threads, i = e / per, a = (e % per) * vw;
+      const chunk_record& r = recs[i];
+      u[m] = a < width && use(r) ? *reinterpret_cast<const uint4*>(x + row(r) + a) : make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  __device__ __forceinline__ void store(float* dst, int ld, int width, const float* scale) const {
+    const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+    for (int m = 0; m < pieces; ++m) {
+      const int e = tid + m * delta_threads, i = e / per, a = (e % per) * vw;
+      if (a >= width) continue;
+      const float f = scale[i];
+      const Dev* v = reinterpret_cast<const Dev*>(&u[m]);
+#pragma unroll
+      for (int j = 0; j < vw; ++j) dst[i * ld + a + j] = to_f32(v[j]) * f;
+    }
+  }
+};
 
 // --- split-bf16 products from operands split once, in place (delta_prep_kernel, bf16 inputs) ------------
 //
@@ -736,16 +767,36 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
     p.A[o.cc + e] = a;
     if (p.Ah) p.Ah[o.cc + e] = __float2bfloat16_rn(a);
   }
+  // U's first 64-column tile of v rows into registers here (vec), stored after W: the loads fly during W's
+  // products (gathered after the barrier that follows them before session 32)
+  tile_gather16<Dev> vg;
+  const auto v_wr = [](const chunk_record& r) { return r.wr; };
+  const auto v_row = [V](const chunk_record& r) { return r.hv * V; };
+  if (vec) vg.load(p.v, recs, min(delta_out_tile, V), v_wr, v_row);
   // W = T diag(b e^G) K̂ (split: K̂ read back from this block's p.kn stores, visible after the barrier
   // above; the scaled rows and T's rows split in place)
   if (split) {
     __syncthreads();  // Ks's split rows read (Q K̂ᵀ)
+    // a row's K̂ values (≤ chunk_max_k / 32 per lane) loaded together, the warp's next row's issued before this
+    // row is split (a load, a store, a load, … before session 32: one wait on global memory per element)
+    constexpr int kpl = chunk_max_k / 32;
+    float x[kpl], y[kpl];
+    const auto load_row = [&](float* r, int i) {
+#pragma unroll
+      for (int u = 0; u < kpl; ++u) r[u] = i < C && lane + 32 * u < K ? p.kn[o.ck + i * K + lane + 32 * u] : 0.f;
+    };
+    load_row(x, warp);
     for (int i = warp; i < C; i += nwarps) {
       const float f = b[i] * __expf(G[i]);
-      for (int a = lane; a < K; a += 32) Ks[i * lk + a] = p.kn[o.ck + i * K + a] * f;
+      load_row(y, i + nwarps);
+#pragma unroll
+      for (int u = 0; u < kpl; ++u)
+        if (lane + 32 * u < K) Ks[i * lk + lane + 32 * u] = x[u] * f;
       __syncwarp();
       split_row_in_place(Ks + i * lk, K);
       split_row_in_place(Tm + i * ldc, C);
+#pragma unroll
+      for (int u = 0; u < kpl; ++u) x[u] = y[u];
     }
   } else {
     for (int e = tid; e < C * K; e += nt) {
@@ -761,9 +812,16 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
     __syncthreads();
     const auto* w4 = reinterpret_cast<const float4*>(p.W + o.ck);
     auto* wh2 = reinterpret_cast<__nv_bfloat162*>(p.Wh + o.ck);
-    for (int e = tid; e < C * K / 4; e += nt) {
-      const float4 x = w4[e];
-      wh2[2 * e] = __floats2bfloat162_rn(x.x, x.y), wh2[2 * e + 1] = __floats2bfloat162_rn(x.z, x.w);
+    constexpr int batch = 4;  // loads in flight before their stores
+    for (int e0 = tid; e0 < C * K / 4; e0 += batch * nt) {
+      float4 x[batch];
+#pragma unroll
+      for (int m = 0; m < batch; ++m) x[m] = e0 + m * nt < C * K / 4 ? w4[e0 + m * nt] : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int m = 0; m < batch; ++m) {
+        const int e = e0 + m * nt;
+        if (e < C * K / 4) wh2[2 * e] = __floats2bfloat162_rn(x[m].x, x[m].y), wh2[2 * e + 1] = __floats2bfloat162_rn(x[m].z, x[m].w);
+      }
     }
   }
   // U = T diag(b) V, 64 columns at a time
@@ -771,9 +829,9 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
   for (int j0 = 0; j0 < V; j0 += delta_out_tile) {
     const int n = min(delta_out_tile, V - j0);
     __syncthreads();
-    if (vec) {  // n is a multiple of vw; columns [n, 64) are zero (read by no product: its N is n)
-      gather_rows16(Vt, lv, p.v + j0, recs, n, [](const chunk_record& r) { return r.wr; },
-                    [V](const chunk_record& r) { return r.hv * V; }, b);
+    if (vec) {  // n is a multiple of vw; columns [n, 64) are not written (read by no product: its N is n)
+      vg.store(Vt, lv, n, b);
+      if (j0 + delta_out_tile < V) vg.load(p.v + j0 + delta_out_tile, recs, min(delta_out_tile, V - j0 - delta_out_tile), v_wr, v_row);
     } else {
       staged_for(
           C * delta_out_tile,

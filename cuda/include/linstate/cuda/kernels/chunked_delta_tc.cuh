@@ -218,28 +218,32 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   const at_chunk& o = blk.o;
   const device_source<Dev>& src = blk.src;
   __syncthreads();
-  // raw k and q rows, 16-byte loads (16 pieces per row of chunk_max_k: shifts, not divisions by K)
+  // raw k and q rows by cp.async, 16 bytes each (16 pieces per row of chunk_max_k: shifts, not divisions
+  // by K; a row the record does not write / read is zero-filled, nothing read): every copy of the block
+  // in flight at once (loaded into registers and stored, four rounds one after another, they were a
+  // tenth of the kernel's stall samples before session 32)
   static_assert(chunk_max_k == 128, "the prep kernel's row pieces assume K ≤ 128");
   for (int e = tid; e < C * 16; e += nt) {
     const int i = e >> 4, a = (e & 15) * 8;
     if (a >= K) continue;
     const chunk_record& r = recs[i];
-    const uint4 z{0u, 0u, 0u, 0u};
-    const uint4 kx = r.wr ? *reinterpret_cast<const uint4*>(src.k + r.qk + a) : z;
-    const uint4 qx = r.rd ? *reinterpret_cast<const uint4*>(src.q + r.qk + a) : z;
-    *reinterpret_cast<uint4*>(Kb + i * lk + a) = kx;
-    *reinterpret_cast<uint4*>(Qb + i * lk + a) = qx;
+    cp_async16(smem_addr(Kb + i * lk + a), r.wr ? src.k + r.qk + a : src.k, r.wr);
+    cp_async16(smem_addr(Qb + i * lk + a), r.rd ? src.q + r.qk + a : src.q, r.rd);
   }
-  if (tid < C) {
-    const chunk_record& r = recs[tid];
-    G[tid] = r.wr ? detail::chunked_log_decay(to_f32(D::log_decay(src.g + r.hv, 0))) : 0.f;  // floored λ
-    b[tid] = r.wr ? D::write_strength(to_f32(src.beta[r.hv]), r.w) : 0.f;
+  cp_async_commit();
+  if (warp == 0) {  // G and b from the policy, then G's inclusive cumsum, while the rows' copies fly
+    for (int i = lane; i < C; i += 32) {
+      const chunk_record& r = recs[i];
+      G[i] = r.wr ? detail::chunked_log_decay(to_f32(D::log_decay(src.g + r.hv, 0))) : 0.f;  // floored λ
+      b[i] = r.wr ? D::write_strength(to_f32(src.beta[r.hv]), r.w) : 0.f;
+    }
+    __syncwarp();
+    if (lane == 0) {  // in fp64, each G_i rounded once (as delta_prep_kernel)
+      double acc = 0.;
+      for (int i = 0; i < C; ++i) acc += G[i], G[i] = static_cast<float>(acc);
+    }
   }
-  __syncthreads();
-  if (tid == 0) {  // inclusive cumsum in fp64, each G_i rounded once (as delta_prep_kernel)
-    double acc = 0.;
-    for (int i = 0; i < C; ++i) acc += G[i], G[i] = static_cast<float>(acc);
-  }
+  cp_async_wait_all();
   __syncthreads();
   // l2norm in fp32 (one warp per row, four adjacent elements per lane: 8-byte accesses); k̂ and
   // Q = r q̂ in place (bf16), Kd and Qg to global. 1/‖x‖ by rsqrtf (≤ 2 ulp; the operands are bf16).
@@ -357,7 +361,22 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
     *at = pack8(x, 1.f);
   }
   __syncthreads();
-  // (2): W = T (b e^G k̂) in bf16, through each warp's staging tile
+  // (2): W = T (b e^G k̂) in bf16, through each warp's staging tile; V's first 64-column tile loaded into
+  // registers before it, so that the loads fly during W's products (waited for right after a barrier,
+  // they were the kernel's most-sampled stall before session 32)
+  constexpr int vper = C * (dtc_out_tile / 8) / dtc_threads;  // 16-byte pieces of a V tile per thread
+  static_assert(vper * dtc_threads == C * (dtc_out_tile / 8), "the prep kernel's V pieces");
+  uint4 vr[vper];
+  auto load_v = [&](int j0) {  // piece m: row (tid + m·256) / 8, columns 8 ((tid + m·256) % 8) … + 7 of the tile
+    const int n = min(dtc_out_tile, V - j0);
+#pragma unroll
+    for (int m = 0; m < vper; ++m) {
+      const int e = tid + m * dtc_threads, i = e / (dtc_out_tile / 8), jj = (e % (dtc_out_tile / 8)) * 8;
+      const chunk_record& r = recs[i];
+      vr[m] = r.wr && jj < n ? *reinterpret_cast<const uint4*>(p.v + r.hv * V + j0 + jj) : uint4{0u, 0u, 0u, 0u};
+    }
+  };
+  load_v(0);
   {
     const int tn = K / 16;
     for (int t = warp; t < 4 * tn; t += nwarps) {
@@ -371,14 +390,15 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   for (int j0 = 0; j0 < V; j0 += dtc_out_tile) {
     const int n = min(dtc_out_tile, V - j0);
     __syncthreads();  // Vb free
-    for (int e = tid; e < C * (dtc_out_tile / 8); e += nt) {
-      const int i = e / (dtc_out_tile / 8), jj = (e % (dtc_out_tile / 8)) * 8;
+#pragma unroll
+    for (int m = 0; m < vper; ++m) {  // b V (the record's rows; zeros where it writes nothing)
+      const int e = tid + m * dtc_threads, i = e / (dtc_out_tile / 8), jj = (e % (dtc_out_tile / 8)) * 8;
       if (jj >= n) continue;
-      const chunk_record& r = recs[i];
-      float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      if (r.wr) unpack8(*reinterpret_cast<const uint4*>(p.v + r.hv * V + j0 + jj), x);
+      float x[8];
+      unpack8(vr[m], x);
       *reinterpret_cast<uint4*>(Vb + i * ldv16 + jj) = pack8(x, b[i]);
     }
+    if (j0 + dtc_out_tile < V) load_v(j0 + dtc_out_tile);  // the next tile's loads fly during this one's products
     __syncthreads();
     const int tn = n / 16;
     for (int t = warp; t < 4 * tn; t += nwarps) {
@@ -439,8 +459,11 @@ struct delta_tc_state_smem {
 };
 
 //! grid (V / 16, HV, S·P), dtc_state_threads. A stream without records keeps its initial state
-//! (copied out of place, untouched in place), as delta_state_kernel.
-template <class Dev>
+//! (copied out of place, untouched in place), as delta_state_kernel. FK: K is chunk_max_k (p.K must be),
+//! a compile-time constant — the K-long loops lose their run-time bounds checks (and the warp
+//! re-convergence the compiler puts before each mma after such a check); the same products in the
+//! same order, so the same bits (as the backward scans' FK).
+template <class Dev, bool FK = false>
 __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const delta_tc_params<Dev> p) {
   static_assert(chunk_len == 64 && chunk_max_k == 128 && dtc_state_threads == 160 && dtc_out_tile == chunk_len,
                 "delta_tc_state_kernel's warp map assumes C = 64, K ≤ 128, 4 + 1 warps");
@@ -449,10 +472,13 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   using x3_detail::mma_bf16_16816;
   constexpr int C = chunk_len, NS = dtc_state_stages, KS = chunk_max_k / 16, lk = lks;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int K = p.K, V = p.V, HV = p.HV, nks = K / 16;
+  const int K = FK ? chunk_max_k : p.K, V = p.V, HV = p.HV, nks = K / 16;
   const delta_tc_state_smem L(K);
   const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  // FK: the warp index through a shuffle, so that the compiler knows it is the same in every lane of a warp (the
+  // branches on it — the copy warp against the compute warps — are then warp-uniform); the run-time-K instance
+  // keeps tid / 32 (with the shuffle it took 196 registers and ran SSE-GDN's 320-block grid 5–7 % slower: session 32)
+  const int warp = FK ? __shfl_sync(0xffffffffu, tid >> 5, 0) : tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int q = warp;                       // the compute warp's K quarter (warp 4 copies)
   const bool producer = warp == 4;
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
@@ -542,6 +568,7 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   if (c0 < c1 && active) publish(c0, true);
   __syncthreads();  // Sx holds −Sᵀ; chunk c0's buffer landed
   int slot = 0;     // chunk c's ring slot
+  float eg = 1.f;   // e^{G_C} of chunk c (phase (3) reads it for phase (4))
   for (index_t c = c0; c < c1; ++c) {
     const int fill = slot == 0 ? NS - 1 : slot - 1;  // chunk c − 1's slot: every warp passed the barrier after reading it
     if (producer && c + NS - 1 < c1) issue(fill, 0);
@@ -572,6 +599,9 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
         mma_bf16_16816(A[ks & 1][0], a[ks], b0);
         mma_bf16_16816(A[ks & 1][1], a[ks], b1);
       }
+      // FK: e^{G_C} for phase (4), read from the slot here (it landed before this chunk's first barrier) so
+      // that the load and the exponential are not on phase (4)'s path to its first product
+      if constexpr (FK) eg = __expf(reinterpret_cast<const float*>(b + L.Gs)[3]);
       const at_chunk o(c, hv, HV, K, V);
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
@@ -600,7 +630,7 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
           if (kq + 16 * jp < K)
             ldsm_x4_trans(k4[cs][jp], Kc + (16 * cs + (lane & 7) + 8 * ((lane >> 3) & 1)) * lk + kq + 16 * jp + 8 * (lane >> 4));
       }
-      const float eg = __expf(reinterpret_cast<const float*>(b + L.Gs)[3]);
+      if constexpr (!FK) eg = __expf(reinterpret_cast<const float*>(b + L.Gs)[3]);
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -1354,6 +1384,8 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
             "cudaFuncSetAttribute(delta_tc_prep_kernel)");
         set(reinterpret_cast<const void*>(delta_tc_state_kernel<Dev>), delta_tc_state_smem(k).bytes,
             "cudaFuncSetAttribute(delta_tc_state_kernel)");
+        set(reinterpret_cast<const void*>(delta_tc_state_kernel<Dev, true>), delta_tc_state_smem(k).bytes,
+            "cudaFuncSetAttribute(delta_tc_state_kernel)");
         set(reinterpret_cast<const void*>(delta_tc_output_kernel<Dev>), delta_tc_output_smem(k).bytes,
             "cudaFuncSetAttribute(delta_tc_output_kernel)");
         return true;
@@ -1373,9 +1405,18 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
                                        delta_tc_prep_smem(p.K).bytes, st>>>(t);
         check_launch("delta_tc_prep_kernel", api);
       };
+      // pipelined where the state kernel leaves room beside it (its blocks ≤ half the SMs: 64 at B = 1,
+      // H = 8, V = 128; SSE-GDN n4k1s, 320 blocks, ran 2.09 → 2.13 ms at T = 32768 in 4 pieces)
+      const bool room = side_stream::leaves_room(static_cast<index_t>(grid.x) * grid.y * grid.z, api);
+      // the compile-time-K instance where K = chunk_max_k and the grid leaves room: with a grid of more
+      // blocks than SMs (SSE-GDN n4k1s at B = 1, H = 8: 320) it ran 570 → 640 µs at T = 32768 against the
+      // run-time-K instance (H100, ncu: L2 hit rate 83.5 → 81–82 %, DRAM reads +18 %; the cause not found),
+      // where GDN's 64 blocks ran 167 → 155 µs a piece (docs/benchmarks.md, "Issue 11, session 32")
+      const bool fk = p.K == chunk_max_k && room;
       auto state = [&](index_t lo, index_t hi, cudaStream_t st) {
         t.chunk_lo = lo, t.chunk_hi = hi;
-        delta_tc_state_kernel<Dev><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, st>>>(t);
+        if (fk) delta_tc_state_kernel<Dev, true><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, st>>>(t);
+        else delta_tc_state_kernel<Dev><<<grid, dtc_state_threads, delta_tc_state_smem(p.K).bytes, st>>>(t);
         check_launch("delta_tc_state_kernel", api);
       };
       auto output = [&](index_t lo, index_t hi, cudaStream_t st) {
@@ -1384,9 +1425,6 @@ void enqueue_delta_forward(const delta_params<Dev>& p, cudaStream_t stream, cons
                                       delta_tc_output_smem(p.K).bytes, st>>>(t);
         check_launch("delta_tc_output_kernel", api);
       };
-      // pipelined where the state kernel leaves room beside it (its blocks ≤ half the SMs: 64 at B = 1,
-      // H = 8, V = 128; SSE-GDN n4k1s, 320 blocks, ran 2.09 → 2.13 ms at T = 32768 in 4 pieces)
-      const bool room = side_stream::leaves_room(static_cast<index_t>(grid.x) * grid.y * grid.z, api);
       const int pieces = p.carry || p.state_out ? delta_tc_pipeline(chunks, static_cast<index_t>(p.S) * p.P, room) : 1;
       if (pieces <= 1) {
         if (chunks > 0) prep(0, chunks, stream);
