@@ -22,11 +22,12 @@
 //   O = Qg S + A Vn,   Qg = diag(e^G) Q,   A = lower_incl(Q K̂ᵀ ⊙ Γ)  (5)
 // Three kernels (the division of the work follows fla's chunk_gated_delta_rule: the WY pieces per
 // chunk, a state pass tiled over V, an output pass):
-//   1. delta_tc_prep_kernel   (chunk, value head; three blocks per SM): k̂, q̂ (l2norm in fp32), G
-//      (fp64 sum, as the exact path), K̂K̂ᵀ and QK̂ᵀ on tensor cores, L and A in fp32, T by a blocked forward substitution in
-//      fp32 (16×16 diagonal blocks inverted one column per thread, then T_ij = −T_ii Σ_{j≤m<i} L_im T_mj
-//      block row by block row), W and U on tensor cores with T rounded to bf16; writes Qg, Kd, W, A in
-//      bf16, Uᵀ [V, C] and G in fp32;
+//   1. delta_tc_prep_kernel   (chunk, value head; three blocks per SM): the k and q rows by cp.async
+//      (G, β̃ and G's sum by warp 0 while they land), k̂, q̂ (l2norm in fp32), G (fp64 sum, as the
+//      exact path), K̂K̂ᵀ and QK̂ᵀ on tensor cores, L and A in fp32, T by a blocked forward substitution
+//      in fp32 (16×16 diagonal blocks inverted one column per thread, then T_ij = −T_ii Σ_{j≤m<i} L_im T_mj
+//      block row by block row), W and U on tensor cores with T rounded to bf16 (V's tiles loaded into
+//      registers a phase before U's products); writes Qg, Kd, W, A in bf16, Uᵀ [V, C] and G in fp32;
 //   2. delta_tc_state_kernel  (stream, value head, 16 value columns; sequential over the chunks): the
 //      state held transposed, Sᵀ [16, K], in the mma.sync accumulators of 4 warps (a quarter of K
 //      each); per chunk Vnᵀ = Uᵀ − Sᵀ Wᵀ (3) (warp w: chunk rows 16w…16w+15) and
@@ -34,7 +35,8 @@
 //      bf16 tiles in shared memory (S and Vn rounded to bf16 as operands); the chunk's W, Kd and Uᵀ
 //      rows come by cp.async through a 3-deep ring, issued by a fifth warp that only copies. Writes
 //      Vnᵀ [V, C] and Sᵀ entering each chunk [V, K] (bf16) for kernel 3, the final S in fp32 ([K, V]).
-//      Grid: S·P × HV × V/16 blocks of 160 threads;
+//      Grid: S·P × HV × V/16 blocks of 160 threads; K = 128 a compile-time constant where the grid leaves
+//      room beside it (the pipelined forward; session 32);
 //   3. delta_tc_output_kernel (chunk, value head, 64-column V tile): O = Qg S + A Vn (5), one
 //      accumulator per output tile (S and Vn read as col_major operands from Sᵀ and Vnᵀ).
 // Pipelined (delta_tc_pipeline: long streams, and a state kernel of at most half the SMs' blocks, as
