@@ -809,26 +809,24 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
   // above; the scaled rows and T's rows split in place)
   if (split) {
     __syncthreads();  // Ks's split rows read (Q K̂ᵀ)
-    // a row's K̂ values (≤ chunk_max_k / 32 per lane) loaded together, the warp's next row's issued before this
-    // row is split (a load, a store, a load, … before session 32: one wait on global memory per element)
-    constexpr int kpl = chunk_max_k / 32;
-    float x[kpl], y[kpl];
-    const auto load_row = [&](float* r, int i) {
+    // the warp's eight rows of K̂ loaded at once (four adjacent values a lane, 16 bytes), scaled and split
+    // straight into Ks's row ([hi | lo], split4_in_place: the values split_row_in_place gave the scaled row);
+    // element by element, a load waited for before each store, before session 32
+    constexpr int rpw = chunk_len / (delta_threads / 32);  // rows a warp
+    const int a4 = 4 * lane;
+    float4 kx[rpw];
 #pragma unroll
-      for (int u = 0; u < kpl; ++u) r[u] = i < C && lane + 32 * u < K ? p.kn[o.ck + i * K + lane + 32 * u] : 0.f;
-    };
-    load_row(x, warp);
-    for (int i = warp; i < C; i += nwarps) {
+    for (int r = 0; r < rpw; ++r)
+      kx[r] = a4 < K ? *reinterpret_cast<const float4*>(p.kn + o.ck + (warp + r * (delta_threads / 32)) * K + a4) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int r = 0; r < rpw; ++r) {
+      const int i = warp + r * (delta_threads / 32);
       const float f = b[i] * __expf(G[i]);
-      load_row(y, i + nwarps);
-#pragma unroll
-      for (int u = 0; u < kpl; ++u)
-        if (lane + 32 * u < K) Ks[i * lk + lane + 32 * u] = x[u] * f;
-      __syncwarp();
-      split_row_in_place(Ks + i * lk, K);
+      if (a4 < K) {
+        const float v[4] = {kx[r].x * f, kx[r].y * f, kx[r].z * f, kx[r].w * f};
+        split4_in_place(reinterpret_cast<__nv_bfloat16*>(Ks + i * lk), K, a4, v);
+      }
       split_row_in_place(Tm + i * ldc, C);
-#pragma unroll
-      for (int u = 0; u < kpl; ++u) x[u] = y[u];
     }
   } else {
     for (int e = tid; e < C * K; e += nt) {
