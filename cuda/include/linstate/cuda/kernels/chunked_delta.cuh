@@ -533,6 +533,16 @@ __device__ __forceinline__ void split_row_in_place(float* row, int w) {
   __syncwarp();
 }
 
+//! split_row_in_place's values for four adjacent elements x[0..3] of a row of w elements (the caller's, read
+//! before any lane writes): h[a + j] = bf16(x_j), h[w + a + j] = bf16(x_j − hi_j), 8-byte stores.
+__device__ __forceinline__ void split4_in_place(__nv_bfloat16* h, int w, int a, const float* x) {
+  __nv_bfloat16 hi[4], lo[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) hi[j] = __float2bfloat16_rn(x[j]), lo[j] = __float2bfloat16_rn(x[j] - __bfloat162float(hi[j]));
+  *reinterpret_cast<uint2*>(h + a) = *reinterpret_cast<const uint2*>(hi);
+  *reinterpret_cast<uint2*>(h + w + a) = *reinterpret_cast<const uint2*>(lo);
+}
+
 //! C[M×N] (fp32, row-major ldc; shared or global) = A·B from split rows (split_row_in_place) in shared
 //! memory, by tile_mma_x3's terms in its order (per k-step A_lo·B_hi, A_hi·B_lo, A_hi·B_hi): A row-major
 //! [M][Kd] (rows of wa elements, pitch lda bf16); B as rows of Bᵀ [N][Kd] (b_rows_t) or row-major [Kd][N]
@@ -690,19 +700,41 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
     sk = warp_sum(sk), sq = warp_sum(sq);
     const float ik = p.l2norm ? 1.f / sqrtf(sk + 1e-6f) : 1.f, iq = p.l2norm ? 1.f / sqrtf(sq + 1e-6f) : 1.f;
     const float rr = recs[i].r;
-    for (int a = lane; a < K; a += 32) {
-      const float kr = Ks[i * lk + a], qr = Qs[i * lk + a];
-      if (p.kh) p.kh[o.ck + i * K + a] = __float2bfloat16_rn(kr), p.qh[o.ck + i * K + a] = __float2bfloat16_rn(qr);  // exact
-      const float kh = kr * ik, qh = qr * iq;
-      Ks[i * lk + a] = kh, Qs[i * lk + a] = qh * rr;
-      p.kn[o.ck + i * K + a] = kh, p.qn[o.ck + i * K + a] = qh;
+    if (split) {
+      // four adjacent elements a lane (K ≤ chunk_max_k = 128, a multiple of 16; rows 16-byte aligned): 8- and
+      // 16-byte stores, and the rows as the products' operands, [hi | lo] in place (split_row_in_place's
+      // values). The same values as the scalar loop below followed by split_row_in_place, which before
+      // session 32 took a third of the kernel's instructions in this loop (docs/data/issue11_s32)
+      const int a = 4 * lane;
+      const bool on = a < K;
+      float4 kr = make_float4(0.f, 0.f, 0.f, 0.f), qr = kr;
+      if (on) kr = *reinterpret_cast<const float4*>(Ks + i * lk + a), qr = *reinterpret_cast<const float4*>(Qs + i * lk + a);
+      __syncwarp();  // every lane holds its elements before the split halves overwrite the row
+      if (on) {
+        const float kx[4] = {kr.x, kr.y, kr.z, kr.w}, qx[4] = {qr.x, qr.y, qr.z, qr.w};
+        float kh[4], qh[4], qs[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) kh[u] = kx[u] * ik, qh[u] = qx[u] * iq, qs[u] = qh[u] * rr;
+        if (p.kh) {  // exact
+          *reinterpret_cast<uint2*>(p.kh + o.ck + i * K + a) = make_uint2(x3_detail::bf2(kx[0], kx[1]), x3_detail::bf2(kx[2], kx[3]));
+          *reinterpret_cast<uint2*>(p.qh + o.ck + i * K + a) = make_uint2(x3_detail::bf2(qx[0], qx[1]), x3_detail::bf2(qx[2], qx[3]));
+        }
+        *reinterpret_cast<float4*>(p.kn + o.ck + i * K + a) = make_float4(kh[0], kh[1], kh[2], kh[3]);
+        *reinterpret_cast<float4*>(p.qn + o.ck + i * K + a) = make_float4(qh[0], qh[1], qh[2], qh[3]);
+        split4_in_place(reinterpret_cast<__nv_bfloat16*>(Ks + i * lk), K, a, kh);
+        split4_in_place(reinterpret_cast<__nv_bfloat16*>(Qs + i * lk), K, a, qs);
+      }
+      __syncwarp();
+    } else {
+      for (int a = lane; a < K; a += 32) {
+        const float kr = Ks[i * lk + a], qr = Qs[i * lk + a];
+        if (p.kh) p.kh[o.ck + i * K + a] = __float2bfloat16_rn(kr), p.qh[o.ck + i * K + a] = __float2bfloat16_rn(qr);  // exact
+        const float kh = kr * ik, qh = qr * iq;
+        Ks[i * lk + a] = kh, Qs[i * lk + a] = qh * rr;
+        p.kn[o.ck + i * K + a] = kh, p.qn[o.ck + i * K + a] = qh;
+      }
     }
     if (lane == 0) p.kinv[o.c + i] = ik, p.qinv[o.c + i] = iq;
-    if (split) {  // the rows as the products' operands: [hi | lo] in place
-      __syncwarp();
-      split_row_in_place(Ks + i * lk, K);
-      split_row_in_place(Qs + i * lk, K);
-    }
   }
   __syncthreads();
   if (tid < C) {
@@ -777,26 +809,24 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
   // above; the scaled rows and T's rows split in place)
   if (split) {
     __syncthreads();  // Ks's split rows read (Q K̂ᵀ)
-    // a row's K̂ values (≤ chunk_max_k / 32 per lane) loaded together, the warp's next row's issued before this
-    // row is split (a load, a store, a load, … before session 32: one wait on global memory per element)
-    constexpr int kpl = chunk_max_k / 32;
-    float x[kpl], y[kpl];
-    const auto load_row = [&](float* r, int i) {
+    // the warp's eight rows of K̂ loaded at once (four adjacent values a lane, 16 bytes), scaled and split
+    // straight into Ks's row ([hi | lo], split4_in_place: the values split_row_in_place gave the scaled row);
+    // element by element, a load waited for before each store, before session 32
+    constexpr int rpw = chunk_len / (delta_threads / 32);  // rows a warp
+    const int a4 = 4 * lane;
+    float4 kx[rpw];
 #pragma unroll
-      for (int u = 0; u < kpl; ++u) r[u] = i < C && lane + 32 * u < K ? p.kn[o.ck + i * K + lane + 32 * u] : 0.f;
-    };
-    load_row(x, warp);
-    for (int i = warp; i < C; i += nwarps) {
+    for (int r = 0; r < rpw; ++r)
+      kx[r] = a4 < K ? *reinterpret_cast<const float4*>(p.kn + o.ck + (warp + r * (delta_threads / 32)) * K + a4) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int r = 0; r < rpw; ++r) {
+      const int i = warp + r * (delta_threads / 32);
       const float f = b[i] * __expf(G[i]);
-      load_row(y, i + nwarps);
-#pragma unroll
-      for (int u = 0; u < kpl; ++u)
-        if (lane + 32 * u < K) Ks[i * lk + lane + 32 * u] = x[u] * f;
-      __syncwarp();
-      split_row_in_place(Ks + i * lk, K);
+      if (a4 < K) {
+        const float v[4] = {kx[r].x * f, kx[r].y * f, kx[r].z * f, kx[r].w * f};
+        split4_in_place(reinterpret_cast<__nv_bfloat16*>(Ks + i * lk), K, a4, v);
+      }
       split_row_in_place(Tm + i * ldc, C);
-#pragma unroll
-      for (int u = 0; u < kpl; ++u) x[u] = y[u];
     }
   } else {
     for (int e = tid; e < C * K; e += nt) {
