@@ -1345,8 +1345,11 @@ bool delta_tc_supported(const delta_params<Dev>& p) {
 //! another thread enqueues a call.
 inline int delta_tc_pieces_forced = 0;
 
-//! Chunks per stream from which the forward is cut into 2, 3 and 5 pieces (delta_tc_pipeline).
-inline constexpr index_t delta_tc_piece_steps[3] = {192, 384, 768};
+//! Chunks per stream from which the forward is cut into 2, 3 and 5 pieces (delta_tc_pipeline). The third
+//! step was 768 until session 32; with that session's faster prep 3 pieces beat 5 at 1024 chunks a stream
+//! (T = 65536 at B = 1, H = 8 on an H100: 1.759–1.765 against 1.785–1.786 ms, 4 pieces 1.775–1.779), so 5
+//! now start at 2048 (T = 131072 there), a length no call has measured.
+inline constexpr index_t delta_tc_piece_steps[3] = {192, 384, 2048};
 
 //! Whether a forward of `chunks` chunks over `streams` streams may be pipelined (forward.cuh then
 //! provides a carry in scratch where the call writes no final state).
@@ -1359,7 +1362,8 @@ inline bool delta_tc_pipeline_possible(index_t chunks, index_t streams) {
 //! state kernel leaves room beside it (`room`: its blocks ≤ half the SMs), by the chunks per stream
 //! (H200, GDN at B = 1, H = 8, K = V = 128, docs/benchmarks.md "Issue 11, session 11": best at 1 piece
 //! up to T = 8192, 2 at 16384, 3–4 at 32768, 4–6 at 65536; tapered pieces, the first and last half as
-//! long, were no better). Every piece holds at least one chunk.
+//! long, were no better; session 32, H100, with the faster prep: 2–3 at 32768, 3 at 65536). Every piece
+//! holds at least one chunk.
 inline int delta_tc_pipeline(index_t chunks, index_t streams, bool room) {
   if (chunks <= 0 || streams <= 0) return 1;
   index_t n = 1;
