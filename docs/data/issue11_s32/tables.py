@@ -3,7 +3,8 @@
 
     python3 docs/data/issue11_s32/tables.py docs/data/issue11_s32/call5 bp3 rsc bp
 
-(session 31's tables.py with the builds as arguments: OURS, then BASE and the others for the A/B table).
+(the builds as arguments: OURS, then BASE and the others for the A/B table; session 31's tables.py calls this
+with its call's builds).
 Reads gdn_<build><round>.csv (bench_cuda --Ns=0 --delta: GLA, GDN, SSE-GDN n4k1s rows; the builds alternated),
 gla<round>.csv (bench_cuda --Ns=4,8,16: GLA and SSE-nNk1s, OURS), fla_main.json (../shared/peer/bench_fla_main.py)
 and peer_varlen.json (../shared/peer/bench_fla.py, the SSE authors' varlen strategy), all from the same call.
@@ -15,7 +16,8 @@ import csv, glob, json, os, statistics, sys
 d = sys.argv[1]
 ours_b = sys.argv[2] if len(sys.argv) > 2 else 'bp3'
 builds = sys.argv[3:] or ['rsc', 'bp']
-base, others = builds[0], [ours_b] + builds[1:]
+base = builds[0]
+others = [b for b in [ours_b] + builds[1:] if b != base]
 
 
 def rows(path):
