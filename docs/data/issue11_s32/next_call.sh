@@ -3,7 +3,7 @@
 # the delta rule's kernels only; the same bits under the CPU emulation) against main as session 32 left it (fin,
 # 4ed5ac3) — tests (prints compared with main's), the GLA / GDN / SSE-GDN rows alternated three times, ncu,
 # compute-sanitizer; then, if the call has time and the card is an H200 (the issue's table must come from one), the
-# same-call table with fin (call7/run.sh's steps). Carry .dev-s32 (fin.txz, wud.txz), .fixtures, .fla. ~5 min.
+# same-call table with fin (by call7/run.sh). Carry .dev-s32 (fin.txz, wud.txz), .fixtures, .fla. ~5 min.
 R=$OUT/r; mkdir -p $R; D=/tmp/s32; CAP=${CAP:-560}
 left() { [ $SECONDS -lt $((CAP - $1)) ]; }
 export LINSTATE_FIXTURES=$PWD/.fixtures
@@ -21,14 +21,8 @@ for b in fin wud; do timeout 40 $NCU --clock-control none --metrics gpu__time_du
 timeout 90 $CS --tool memcheck $D/wud/test_cuda_backward "-tc=*inputs on tensor cores*,*read by none*" > $R/memcheck_wud.txt 2>&1; echo "rc=$?" >> $R/memcheck_wud.txt; ts memcheck
 timeout 100 $CS --tool racecheck $D/wud/test_cuda "-tc=*bf16 inputs on tensor cores*" > $R/racecheck_wud_f.txt 2>&1; echo "rc=$?" >> $R/racecheck_wud_f.txt; ts racecheck_f
 timeout 100 $CS --tool racecheck $D/wud/test_cuda_backward "-tc=*inputs on tensor cores*" > $R/racecheck_wud_b.txt 2>&1; echo "rc=$?" >> $R/racecheck_wud_b.txt; ts racecheck_b
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && left 200; then
-  mkdir -p /tmp/tc_main /tmp/tc_varlen && tar xzf .fla/tc/tc_main_autotune.tgz -C /tmp/tc_main && tar xzf .fla/tc/tc_varlen_autotune.tgz -C /tmp/tc_varlen
-  M=$D/fin; P2="--suite=prefill,train --tmin=8192 --tmax=65536 --strategies=varlen --recurrent-tmax=0 --deadline=30"
-  timeout 60 $M/bench_cuda $P2 --Ns=4,8,16 --out=$R/gla1.csv > $R/gla1.txt 2>&1; ts "gla1 rc=$?"
-  (cd .fla/peer && FLA_VENDOR=$PWD FLA_CACHE_RESULTS=1 TRITON_CACHE_DIR=/tmp/tc_varlen timeout 60 python3 bench_fla.py --out $R/peer_varlen.json --suite varlen@4,8,16 --Ts 8192,16384,32768,65536 --tune varlen4 --deadline 55 > $R/peer_varlen.log 2>&1); ts "peer rc=$?"
-  FLA_VENDOR=.fla/fla_main OPS=gla,gdn TS=8192,16384,32768,65536 OUTJSON=$R/fla_main.json FLA_CACHE_RESULTS=1 TRITON_CACHE_DIR=/tmp/tc_main DEADLINE=100 timeout 110 python3 .fla/bench_fla_main.py > $R/fla_main.txt 2>&1; ts "fla rc=$?"
-  left 30 && { timeout 60 $M/bench_cuda $P2 --Ns=4,8,16 --out=$R/gla2.csv > $R/gla2.txt 2>&1; ts "gla2 rc=$?"; }
-fi
 same() { cmp <(grep -h MESSAGE $1 | sed "s/.*MESSAGE: //") <(grep -h MESSAGE $R/$2 | sed "s/.*MESSAGE: //") >/dev/null && echo "$2: main's printed values" || echo "$2: printed values differ from main's"; }
 (cd $R; grep NVIDIA smi.txt | head -1; same $OLDPWD/docs/data/issue11_s31/call1/tcf_main31.txt tcf_wud.txt; same $OLDPWD/docs/data/issue11_s31/call1/tcb_main31.txt tcb_wud.txt; tail -n 3 tc*_wud.txt memcheck_*.txt racecheck_*.txt; cat times.txt) > $R/summaryN.txt 2>&1
-cd $R && tar czf $OUT/logsN.tgz * && cp summaryN.txt $OUT/
+(cd $R && tar czf $OUT/logsN.tgz * && cp summaryN.txt $OUT/)
+# the same-call table with fin (call7/run.sh, its output under t7/), where the card is an H200 and time is left
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && left 200 && mkdir -p $OUT/t7 && OUT=$OUT/t7 CAP=$((CAP - SECONDS)) bash docs/data/issue11_s32/call7/run.sh
