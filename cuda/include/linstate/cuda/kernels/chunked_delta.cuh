@@ -318,7 +318,7 @@ __device__ __forceinline__ void gemm_abt_staged(float* C, int ldc_, const float*
                                                 int N, int Kd, bool accumulate, float* stage, bool a_bf16 = false,
                                                 bool plain = false) {
   using x3_detail::mma_bf16_16816;
-  const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
+  const int warp = uniform_warp_index(), nwarps = static_cast<int>(blockDim.x) >> 5;
   bool x3 = false;
   if constexpr (std::is_same_v<Dev, __nv_bfloat16>) x3 = ((M | N) & 15) == 0 && (M / 16) * (N / 16) <= slab_tiles<NT> * nwarps;
   const int ld = ldslab;
@@ -552,7 +552,7 @@ __device__ __forceinline__ void split_mma(float* C, int ldc, const __nv_bfloat16
                                          int wb, bool b_rows_t, int M, int N, int Kd, unsigned flags) {
   using x3_detail::mma_bf16_16816;
   constexpr unsigned e2 = sizeof(__nv_bfloat16);
-  const int warp = static_cast<int>(threadIdx.x) >> 5, nwarps = static_cast<int>(blockDim.x) >> 5;
+  const int warp = uniform_warp_index(), nwarps = static_cast<int>(blockDim.x) >> 5;
   const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t2 = (lane & 3) * 2, r = lane & 7, m = lane >> 3;
   const unsigned as = static_cast<unsigned>(__cvta_generic_to_shared(A)), bs = static_cast<unsigned>(__cvta_generic_to_shared(B));
   const int tn = N / 16, tiles = (M / 16) * tn;
@@ -664,7 +664,7 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
   float* Vt = reinterpret_cast<float*>(smem_raw + L.Vt);
   constexpr int ldx = delta_prep_smem::ldx;
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int warp = tid >> 5, lane = tid & 31, nwarps = nt >> 5;
+  const int warp = uniform_warp_index(), lane = tid & 31, nwarps = nt >> 5;
   const chunk_block<Dev> blk = begin_chunk(p, c, recs);
   const at_chunk& o = blk.o;
   const device_source<Dev>& src = blk.src;
@@ -1635,7 +1635,7 @@ __global__ void __launch_bounds__(delta_grad_threads) delta_grad_kernel(const de
   float* X = reinterpret_cast<float*>(smem_raw + L.X);
   float* Y = reinterpret_cast<float*>(smem_raw + L.Y);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int warp = tid >> 5, lane = tid & 31, nwarps = nt >> 5;
+  const int warp = uniform_warp_index(), lane = tid & 31, nwarps = nt >> 5;
   const chunk_block<Dev> blk = begin_chunk(p, c, recs);
   const int hv = blk.hv;
   const at_chunk& o = blk.o;
@@ -1895,7 +1895,7 @@ __global__ void __launch_bounds__(delta_grad2_threads, 2) delta_grad_bf16_kernel
   float* Am = reinterpret_cast<float*>(smem_raw + L.Am);
   float* X = reinterpret_cast<float*>(smem_raw + L.X);
   const int tid = static_cast<int>(threadIdx.x), nt = NT;
-  const int warp = tid >> 5, lane = tid & 31, nwarps = NT / 32;
+  const int warp = uniform_warp_index(), lane = tid & 31, nwarps = NT / 32;
   const chunk_block<Dev> blk = begin_chunk(p, c, recs);
   const int hv = blk.hv;
   const at_chunk& o = blk.o;

@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   auto* Vb = reinterpret_cast<dtc_bf16*>(smem_raw + L.Vb);   // [C][ldv16] b V, 64 columns
   float* st = reinterpret_cast<float*>(smem_raw + L.st) + (threadIdx.x >> 5) * 16 * lst;  // the warp's staging tile
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int warp = tid >> 5, lane = tid & 31, nwarps = nt >> 5;
+  const int warp = uniform_warp_index(), lane = tid & 31, nwarps = nt >> 5;
   const chunk_block<Dev> blk = begin_chunk(p, c, recs);
   const at_chunk& o = blk.o;
   const device_source<Dev>& src = blk.src;
@@ -480,7 +480,7 @@ __global__ void __launch_bounds__(dtc_state_threads) delta_tc_state_kernel(const
   // FK: the warp index through a shuffle, so that the compiler knows it is the same in every lane of a warp (the
   // branches on it — the copy warp against the compute warps — are then warp-uniform); the run-time-K instance
   // keeps tid / 32 (with the shuffle it took 196 registers and ran SSE-GDN's 320-block grid 5–7 % slower: session 32)
-  const int warp = FK ? __shfl_sync(0xffffffffu, tid >> 5, 0) : tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int warp = FK ? uniform_warp_index() : tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int q = warp;                       // the compute warp's K quarter (warp 4 copies)
   const bool producer = warp == 4;
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
@@ -938,7 +938,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_rscan_kernel(const delta_par
   constexpr int lb = lbs;
   const delta_tc_rscan_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int warp = uniform_warp_index(), lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int tD = warp & 7, hD = (warp >> 3) * HH;  // D update: row tile tD of K, halves hD … hD + HH − 1
   const bool ownD = tD < nkt;
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);
@@ -1186,7 +1186,7 @@ __global__ void __launch_bounds__(NW * 32) delta_tc_hstate_kernel(const delta_pa
   constexpr int lb = lbs;
   const delta_tc_hstate_smem L(K);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
+  const int warp = uniform_warp_index(), lane = tid & 31, g = lane >> 2, t2 = (lane & 3) * 2;
   const int tS = warp & 7, hS = (warp >> 3) * HH;  // S update: row tile tS of K, halves hS … hS + HH − 1
   const bool ownS = tS < nkt;
   const int seg = static_cast<int>(blockIdx.z), hv = static_cast<int>(blockIdx.y);

@@ -53,6 +53,15 @@ __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* s) {
   ldsm_x4(r, static_cast<unsigned>(__cvta_generic_to_shared(s)));
 }
 
+//! The calling thread's warp index (threadIdx.x / 32) through a shuffle from lane 0, so that the compiler
+//! knows it is the same in every lane of the warp: branches and loop bounds formed from it are then
+//! warp-uniform, and the compiler puts no WARPSYNC before the ldmatrix / mma.sync / shuffles inside them
+//! (session 31: 23 of them in delta_tc_state_kernel's loop). Every lane of the warp must call it together
+//! (a kernel's prologue, a block-wide helper).
+__device__ __forceinline__ int uniform_warp_index() {
+  return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 5, 0);
+}
+
 template <class L>
 __device__ __forceinline__ int tile_index(int i, int k, int ld) {
   if constexpr (std::is_same_v<L, row_major_t>) return i * ld + k;
