@@ -33,7 +33,7 @@ def table(pattern):
     return out
 
 
-Ts = [8192, 16384, 32768, 65536]
+Ts = [int(t) for t in os.environ.get('TS', '8192,16384,32768,65536').split(',')]  # TS=4096,…: other lengths
 ours = table('gla[0-9].csv')
 for k, v in table(f'gdn_{ours_b}[0-9].csv').items():
     ours.setdefault(k, []).extend(v)
