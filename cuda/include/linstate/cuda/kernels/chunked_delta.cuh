@@ -474,7 +474,9 @@ __device__ __forceinline__ void gather_rows16(float* dst, int ld, const Dev* x, 
 
 //! gather_rows16 of one 64-column tile (delta_out_tile) in two halves, for loads issued a phase before their
 //! stores: load() takes the thread's pieces into registers (16 bytes each; a tile is one batch at
-//! delta_threads), store() writes them as gather_rows16 would (the same values, the same bits).
+//! delta_threads), store() writes them as gather_rows16 would (the same values, the same bits), each()
+//! hands them to a caller's store (delta_tc_prep_kernel's bf16 b V). Piece m of thread t: row
+//! (t + m·delta_threads) / per, columns vw·((t + m·delta_threads) % per) … + vw − 1 of the tile.
 template <class Dev>
 struct tile_gather16 {
   static constexpr int vw = vec16<Dev>, per = delta_out_tile / vw, pieces = chunk_len * per / delta_threads;
@@ -490,17 +492,23 @@ struct tile_gather16 {
       u[m] = a < width && use(r) ? *reinterpret_cast<const uint4*>(x + row(r) + a) : make_uint4(0u, 0u, 0u, 0u);
     }
   }
-  __device__ __forceinline__ void store(float* dst, int ld, int width, const float* scale) const {
+  //! f(i, a, piece) for each of the thread's pieces inside the tile's first `width` columns (row i, first column a).
+  template <class F>
+  __device__ __forceinline__ void each(int width, F f) const {
     const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
     for (int m = 0; m < pieces; ++m) {
       const int e = tid + m * delta_threads, i = e / per, a = (e % per) * vw;
-      if (a >= width) continue;
+      if (a < width) f(i, a, u[m]);
+    }
+  }
+  __device__ __forceinline__ void store(float* dst, int ld, int width, const float* scale) const {
+    each(width, [&](int i, int a, const uint4& piece) {
       const float f = scale[i];
-      const Dev* v = reinterpret_cast<const Dev*>(&u[m]);
+      const Dev* v = reinterpret_cast<const Dev*>(&piece);
 #pragma unroll
       for (int j = 0; j < vw; ++j) dst[i * ld + a + j] = to_f32(v[j]) * f;
-    }
+    });
   }
 };
 

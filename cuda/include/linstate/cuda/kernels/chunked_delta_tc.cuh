@@ -366,18 +366,11 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   // (2): W = T (b e^G k̂) in bf16, through each warp's staging tile; V's first 64-column tile loaded into
   // registers before it, so that the loads fly during W's products (waited for right after a barrier,
   // they were the kernel's most-sampled stall before session 32)
-  constexpr int vper = C * (dtc_out_tile / 8) / dtc_threads;  // 16-byte pieces of a V tile per thread
-  static_assert(vper * dtc_threads == C * (dtc_out_tile / 8), "the prep kernel's V pieces");
-  uint4 vr[vper];
-  auto load_v = [&](int j0) {  // piece m: row (tid + m·256) / 8, columns 8 ((tid + m·256) % 8) … + 7 of the tile
-    const int n = min(dtc_out_tile, V - j0);
-#pragma unroll
-    for (int m = 0; m < vper; ++m) {
-      const int e = tid + m * dtc_threads, i = e / (dtc_out_tile / 8), jj = (e % (dtc_out_tile / 8)) * 8;
-      const chunk_record& r = recs[i];
-      vr[m] = r.wr && jj < n ? *reinterpret_cast<const uint4*>(p.v + r.hv * V + j0 + jj) : uint4{0u, 0u, 0u, 0u};
-    }
-  };
+  static_assert(dtc_threads == delta_threads && dtc_out_tile == delta_out_tile, "the prep's V tiles are tile_gather16's");
+  tile_gather16<Dev> vg;  // the writing records' v rows (zeros elsewhere), 64 columns a tile
+  const auto v_wr = [](const chunk_record& r) { return r.wr; };
+  const auto v_row = [V](const chunk_record& r) { return r.hv * V; };
+  auto load_v = [&](int j0) { vg.load(p.v + j0, recs, min(dtc_out_tile, V - j0), v_wr, v_row); };
   load_v(0);
   {
     const int tn = K / 16;
@@ -392,14 +385,11 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
   for (int j0 = 0; j0 < V; j0 += dtc_out_tile) {
     const int n = min(dtc_out_tile, V - j0);
     __syncthreads();  // Vb free
-#pragma unroll
-    for (int m = 0; m < vper; ++m) {  // b V (the record's rows; zeros where it writes nothing)
-      const int e = tid + m * dtc_threads, i = e / (dtc_out_tile / 8), jj = (e % (dtc_out_tile / 8)) * 8;
-      if (jj >= n) continue;
+    vg.each(n, [&](int i, int jj, const uint4& piece) {  // b V (the record's rows; zeros where it writes nothing)
       float x[8];
-      unpack8(vr[m], x);
+      unpack8(piece, x);
       *reinterpret_cast<uint4*>(Vb + i * ldv16 + jj) = pack8(x, b[i]);
-    }
+    });
     if (j0 + dtc_out_tile < V) load_v(j0 + dtc_out_tile);  // the next tile's loads fly during this one's products
     __syncthreads();
     const int tn = n / 16;
