@@ -2,12 +2,14 @@
 """What limits each kernel (issue 11, item 7), from call 2's ncu CSVs (`ncu --csv --page raw --metrics …`, the
 metric list in call2/run.sh; one forward + backward call of each variant at T = 32768, bf16, B = 1, H = 8):
 
-    python3 docs/data/issue11_s33/ncu_limits.py docs/data/issue11_s33/call2 [ncu_gla_sse.csv ncu_gdn.csv]
+    python3 docs/data/issue11_s33/ncu_limits.py [--unique] docs/data/issue11_s33/call2 [ncu_gla_sse.csv ncu_gdn.csv]
+
+(--unique: the first launch of each kernel and grid only, bench_cuda's own fill kernels left out.)
 
 Per kernel launch: duration, grid, registers, achieved occupancy (warps active), issue slots busy, SM and memory
 throughput (% of peak, ncu's speed-of-light), DRAM traffic and bandwidth, L2 hit rate, tensor pipe busy, the
 largest stall reasons (warps stalled per issued instruction) and a one-word limiter:
-  memory   — memory throughput ≥ 60 % of peak;
+  memory   — the busiest memory unit (ncu's compute-memory throughput: L1/shared, L2 or DRAM) ≥ 60 % of its peak;
   compute  — SM throughput ≥ 60 % of peak;
   grid     — fewer blocks than SMs (132): a sequential pass whose chunk-to-chunk latency sets the time;
   latency  — neither roof near: the stall named beside it (long_sb: global loads, barrier: __syncthreads,
@@ -15,8 +17,12 @@ largest stall reasons (warps stalled per issued instruction) and a one-word limi
 """
 import csv, os, sys
 
-d = sys.argv[1]
-files = sys.argv[2:] or ['ncu_gla_sse.csv', 'ncu_gdn.csv']
+args = sys.argv[1:]
+unique = '--unique' in args
+args = [a for a in args if a != '--unique']
+d = args[0]
+files = args[1:] or ['ncu_gla_sse.csv', 'ncu_gdn.csv']
+seen = set()
 SMS = 132
 STALLS = {'long_scoreboard': 'long_sb', 'barrier': 'barrier', 'short_scoreboard': 'short_sb', 'wait': 'wait',
           'mio_throttle': 'mio', 'math_pipe_throttle': 'math'}
@@ -57,6 +63,11 @@ for f in files:
         scaled = lambda k: num(g(k)) * SCALE.get(unit[col[k]], 1) if k in col else float('nan')
         name = g('Kernel Name').split('(')[0].replace('void ', '')
         name = name.split('<')[0] + ('<' + name.split('<', 1)[1] if '<' in name else '')
+        if unique:
+            key = (name, g('launch__grid_size'))
+            if key in seen or name.startswith('bench::'):
+                continue
+            seen.add(key)
         t_us = scaled('gpu__time_duration.sum') / 1e3  # ns
         blocks = grid_blocks(g('launch__grid_size')) if g('launch__grid_size').startswith('(') else int(num(g('launch__grid_size')))
         sm, mem = num(g('sm__throughput.avg.pct_of_peak_sustained_elapsed')), num(g('gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed'))
