@@ -701,39 +701,70 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
     double acc = 0.;
     for (int i = 0; i < C; ++i) acc += G[i], G[i] = static_cast<float>(acc);
   }
-  // l2norm (one warp per row), the unscaled rows to the buffers, then Q ← r·q̂
-  for (int i = warp; i < C; i += nwarps) {
-    float sk = 0.f, sq = 0.f;
-    for (int a = lane; a < K; a += 32) sk += Ks[i * lk + a] * Ks[i * lk + a], sq += Qs[i * lk + a] * Qs[i * lk + a];
-    sk = warp_sum(sk), sq = warp_sum(sq);
-    const float ik = p.l2norm ? 1.f / sqrtf(sk + 1e-6f) : 1.f, iq = p.l2norm ? 1.f / sqrtf(sq + 1e-6f) : 1.f;
-    const float rr = recs[i].r;
-    if (split) {
-      // four adjacent elements a lane (K ≤ chunk_max_k = 128, a multiple of 16; rows 16-byte aligned): 8- and
-      // 16-byte stores, and the rows as the products' operands, [hi | lo] in place (split_row_in_place's
-      // values). The same values as the scalar loop below followed by split_row_in_place, which before
-      // session 32 took a third of the kernel's instructions in this loop (docs/data/issue11_s32)
-      const int a = 4 * lane;
-      const bool on = a < K;
-      float4 kr = make_float4(0.f, 0.f, 0.f, 0.f), qr = kr;
-      if (on) kr = *reinterpret_cast<const float4*>(Ks + i * lk + a), qr = *reinterpret_cast<const float4*>(Qs + i * lk + a);
-      __syncwarp();  // every lane holds its elements before the split halves overwrite the row
-      if (on) {
-        const float kx[4] = {kr.x, kr.y, kr.z, kr.w}, qx[4] = {qr.x, qr.y, qr.z, qr.w};
-        float kh[4], qh[4], qs[4];
+  // l2norm, the unscaled rows to the buffers, then Q ← r·q̂. split: two rows a warp at once (rows i and
+  // i + nwarps), whose dependent chains — the sums, the warp sums, the exact 1/√ — interleave; each row's
+  // arithmetic in the order of one row at a time (below), so the same bits. Else one row a warp.
+  if (split) {
+    // four adjacent elements a lane (K ≤ chunk_max_k = 128, a multiple of 16; rows 16-byte aligned): 8- and
+    // 16-byte stores, and the rows as the products' operands, [hi | lo] in place (split_row_in_place's
+    // values). The same values as the scalar loop below followed by split_row_in_place, which before
+    // session 32 took a third of the kernel's instructions in this loop (docs/data/issue11_s32)
+    const int a = 4 * lane;
+    const bool on = a < K;
+    for (int i = warp; i < C; i += 2 * nwarps) {
+      const int rows[2] = {i, i + nwarps};
+      const bool two = rows[1] < C;
+      float sk[2] = {0.f, 0.f}, sq[2] = {0.f, 0.f};
+      for (int x = lane; x < K; x += 32) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) kh[u] = kx[u] * ik, qh[u] = qx[u] * iq, qs[u] = qh[u] * rr;
-        if (p.kh) {  // exact
-          *reinterpret_cast<uint2*>(p.kh + o.ck + i * K + a) = make_uint2(x3_detail::bf2(kx[0], kx[1]), x3_detail::bf2(kx[2], kx[3]));
-          *reinterpret_cast<uint2*>(p.qh + o.ck + i * K + a) = make_uint2(x3_detail::bf2(qx[0], qx[1]), x3_detail::bf2(qx[2], qx[3]));
+        for (int u = 0; u < 2; ++u) {
+          if (u == 1 && !two) break;
+          const float* kr = Ks + rows[u] * lk + x;
+          const float* qr = Qs + rows[u] * lk + x;
+          sk[u] += kr[0] * kr[0], sq[u] += qr[0] * qr[0];
         }
-        *reinterpret_cast<float4*>(p.kn + o.ck + i * K + a) = make_float4(kh[0], kh[1], kh[2], kh[3]);
-        *reinterpret_cast<float4*>(p.qn + o.ck + i * K + a) = make_float4(qh[0], qh[1], qh[2], qh[3]);
-        split4_in_place(reinterpret_cast<__nv_bfloat16*>(Ks + i * lk), K, a, kh);
-        split4_in_place(reinterpret_cast<__nv_bfloat16*>(Qs + i * lk), K, a, qs);
+      }
+      float ik[2], iq[2];
+      float4 kv[2], qv[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        sk[u] = warp_sum(sk[u]), sq[u] = warp_sum(sq[u]);
+        ik[u] = p.l2norm ? 1.f / sqrtf(sk[u] + 1e-6f) : 1.f, iq[u] = p.l2norm ? 1.f / sqrtf(sq[u] + 1e-6f) : 1.f;
+        kv[u] = qv[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (on && (u == 0 || two))
+          kv[u] = *reinterpret_cast<const float4*>(Ks + rows[u] * lk + a), qv[u] = *reinterpret_cast<const float4*>(Qs + rows[u] * lk + a);
+      }
+      __syncwarp();  // every lane holds its elements of both rows before the split halves overwrite them
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        if (u == 1 && !two) break;
+        const int r = rows[u];
+        if (on) {
+          const float rr = recs[r].r;
+          const float kx[4] = {kv[u].x, kv[u].y, kv[u].z, kv[u].w}, qx[4] = {qv[u].x, qv[u].y, qv[u].z, qv[u].w};
+          float kh[4], qh[4], qs[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) kh[e] = kx[e] * ik[u], qh[e] = qx[e] * iq[u], qs[e] = qh[e] * rr;
+          if (p.kh) {  // exact
+            *reinterpret_cast<uint2*>(p.kh + o.ck + r * K + a) = make_uint2(x3_detail::bf2(kx[0], kx[1]), x3_detail::bf2(kx[2], kx[3]));
+            *reinterpret_cast<uint2*>(p.qh + o.ck + r * K + a) = make_uint2(x3_detail::bf2(qx[0], qx[1]), x3_detail::bf2(qx[2], qx[3]));
+          }
+          *reinterpret_cast<float4*>(p.kn + o.ck + r * K + a) = make_float4(kh[0], kh[1], kh[2], kh[3]);
+          *reinterpret_cast<float4*>(p.qn + o.ck + r * K + a) = make_float4(qh[0], qh[1], qh[2], qh[3]);
+          split4_in_place(reinterpret_cast<__nv_bfloat16*>(Ks + r * lk), K, a, kh);
+          split4_in_place(reinterpret_cast<__nv_bfloat16*>(Qs + r * lk), K, a, qs);
+        }
+        if (lane == 0) p.kinv[o.c + r] = ik[u], p.qinv[o.c + r] = iq[u];
       }
       __syncwarp();
-    } else {
+    }
+  } else {
+    for (int i = warp; i < C; i += nwarps) {
+      float sk = 0.f, sq = 0.f;
+      for (int a = lane; a < K; a += 32) sk += Ks[i * lk + a] * Ks[i * lk + a], sq += Qs[i * lk + a] * Qs[i * lk + a];
+      sk = warp_sum(sk), sq = warp_sum(sq);
+      const float ik = p.l2norm ? 1.f / sqrtf(sk + 1e-6f) : 1.f, iq = p.l2norm ? 1.f / sqrtf(sq + 1e-6f) : 1.f;
+      const float rr = recs[i].r;
       for (int a = lane; a < K; a += 32) {
         const float kr = Ks[i * lk + a], qr = Qs[i * lk + a];
         if (p.kh) p.kh[o.ck + i * K + a] = __float2bfloat16_rn(kr), p.qh[o.ck + i * K + a] = __float2bfloat16_rn(qr);  // exact
@@ -741,8 +772,8 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
         Ks[i * lk + a] = kh, Qs[i * lk + a] = qh * rr;
         p.kn[o.ck + i * K + a] = kh, p.qn[o.ck + i * K + a] = qh;
       }
+      if (lane == 0) p.kinv[o.c + i] = ik, p.qinv[o.c + i] = iq;
     }
-    if (lane == 0) p.kinv[o.c + i] = ik, p.qinv[o.c + i] = iq;
   }
   __syncthreads();
   if (tid < C) {
