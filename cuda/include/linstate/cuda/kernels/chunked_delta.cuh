@@ -619,6 +619,22 @@ __device__ __forceinline__ void unit_lower_inverse_column(const float* L, int ld
   }
 }
 
+//! The delta preps' per-record quantities, from the policy: record r's floored log-decay
+//! (detail::chunked_log_decay of D::log_decay) into G and its write strength b(β, w) (D::write_strength)
+//! into b; 0 and 0 where the record writes nothing. delta_prep_kernel and delta_tc_prep_kernel.
+template <class D, class Dev>
+__device__ __forceinline__ void record_gates(const chunk_record& r, const device_source<Dev>& src, float& G, float& b) {
+  G = r.wr ? detail::chunked_log_decay(to_f32(D::log_decay(src.g + r.hv, 0))) : 0.f;  // floored λ
+  b = r.wr ? D::write_strength(to_f32(src.beta[r.hv]), r.w) : 0.f;
+}
+
+//! G[0 … C) replaced by its inclusive sum, accumulated in fp64 and each G_i rounded once (as
+//! chunk_cumulative_decay); one thread. delta_prep_kernel and delta_tc_prep_kernel.
+__device__ __forceinline__ void cumulative_decay_fp64(float* G) {
+  double acc = 0.;
+  for (int i = 0; i < chunk_len; ++i) acc += G[i], G[i] = static_cast<float>(acc);
+}
+
 }  // namespace delta_detail
 
 // --- 1. delta_prep_kernel --------------------------------------------------------------------------
@@ -691,16 +707,9 @@ __global__ void __launch_bounds__(delta_threads, 2) delta_prep_kernel(const delt
         C * K, [&](int e) { const chunk_record& r = recs[e / K]; return r.rd ? to_f32(src.q[r.qk + e % K]) : 0.f; },
         [&](int e, float x) { Qs[(e / K) * lk + e % K] = x; });
   }
-  if (tid < C) {
-    const chunk_record& r = recs[tid];
-    G[tid] = r.wr ? detail::chunked_log_decay(to_f32(D::log_decay(src.g + r.hv, 0))) : 0.f;  // floored λ
-    b[tid] = r.wr ? D::write_strength(to_f32(src.beta[r.hv]), r.w) : 0.f;
-  }
+  if (tid < C) record_gates<D>(recs[tid], src, G[tid], b[tid]);
   __syncthreads();
-  if (tid == 0) {  // inclusive cumsum in fp64, each G_i rounded once (as chunk_cumulative_decay)
-    double acc = 0.;
-    for (int i = 0; i < C; ++i) acc += G[i], G[i] = static_cast<float>(acc);
-  }
+  if (tid == 0) cumulative_decay_fp64(G);
   // l2norm, the unscaled rows to the buffers, then Q ← r·q̂. split: two rows a warp at once (rows i and
   // i + nwarps), whose dependent chains — the sums, the warp sums, the exact 1/√ — interleave; each row's
   // arithmetic in the order of one row at a time (below), so the same bits. Else one row a warp.

@@ -233,17 +233,10 @@ __global__ void __launch_bounds__(dtc_threads) delta_tc_prep_kernel(const delta_
     cp_async16(smem_addr(Qb + i * lk + a), r.rd ? src.q + r.qk + a : src.q, r.rd);
   }
   cp_async_commit();
-  if (warp == 0) {  // G and b from the policy, then G's inclusive cumsum, while the rows' copies fly
-    for (int i = lane; i < C; i += 32) {
-      const chunk_record& r = recs[i];
-      G[i] = r.wr ? detail::chunked_log_decay(to_f32(D::log_decay(src.g + r.hv, 0))) : 0.f;  // floored λ
-      b[i] = r.wr ? D::write_strength(to_f32(src.beta[r.hv]), r.w) : 0.f;
-    }
+  if (warp == 0) {  // G and b from the policy, then G's inclusive sum in fp64, while the rows' copies fly
+    for (int i = lane; i < C; i += 32) record_gates<D>(recs[i], src, G[i], b[i]);
     __syncwarp();
-    if (lane == 0) {  // in fp64, each G_i rounded once (as delta_prep_kernel)
-      double acc = 0.;
-      for (int i = 0; i < C; ++i) acc += G[i], G[i] = static_cast<float>(acc);
-    }
+    if (lane == 0) cumulative_decay_fp64(G);
   }
   cp_async_wait_all();
   __syncthreads();
