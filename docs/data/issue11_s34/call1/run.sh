@@ -2,7 +2,7 @@
 # session 34's A/B, for the next session's device (any card: the comparison is within the call). Builds
 # (.dev-s34): main = a04637a's CUDA code (session 33's build; bench_cuda); k1 = 290ab01, k2 = 8b1dc8f, k3 =
 # e4dd4fc (bench_cuda), k4 = 020e4a4 (bench_cuda, test_cuda_backward) — branch s34-kn-bf16's four commits, fewer
-# bytes through the GDN backward with the same values; dk = branch s34-delta-kept (728bdb4, on k4; bench_cuda,
+# bytes through the GDN backward with the same values; dk = branch s34-delta-kept (b7dcf7d, on k4; bench_cuda,
 # test_cuda, test_cuda_backward) — the delta family's training forward keeps the backward's recomputation
 # (saved_states), the backward starts at its reverse scan; bench_cuda's train rows use saved_states by default,
 # so `dk` is the kept path and `dk0` (--saved-states=0) the recomputing one (k4's code and fo's) in the same
